@@ -1,0 +1,96 @@
+"""The complete input layer: token embedding fused with a position signal.
+
+Shapes: ``b`` batch, ``s`` sequence, ``d`` model width, ``d_p`` position width (concat only).
+
+    h = dropout(norm(fuse(token(ids), position(s, offset))))
+
+``fuse`` adds the two ``(b, s, d)`` signals (Vaswani et al.) or concatenates a ``(b, s, d - d_p)`` token
+vector with a ``(s, d_p)`` position vector, so the output width is ``d`` either way. ``norm`` is an optional
+LayerNorm (BERT applies one here; the original model does not). Schemes that act inside attention (RoPE, ALiBi,
+T5 bias) add nothing at the input: use ``position=None`` and apply them in attention.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+
+from .checks import check_positions
+from .learned import LearnedPositionalEmbedding
+from .sinusoidal import SinusoidalPositionalEncoding
+from .token import Init, TokenEmbedding
+
+POSITIONS = ("sinusoidal", "learned", None)
+FUSIONS = ("add", "concat")
+
+
+class TransformerEmbedding(nn.Module):
+    """Token ids ``(b, s)`` to the ``(b, s, d)`` vectors the first Transformer layer sees.
+
+    Args:
+        vocab_size: number of token ids.
+        d_model: output width ``d``.
+        position: ``"sinusoidal"`` (any length), ``"learned"`` (up to ``max_len``) or ``None``.
+        fusion: ``"add"`` or ``"concat"``.
+        dropout: dropout probability applied last (active in ``train()`` mode only).
+        layer_norm: apply ``nn.LayerNorm(d)`` after fusing.
+        padding_idx: pad token id (zero row, zero gradient; not an attention mask).
+        max_len: positions of the learned table, or initial size of the sinusoidal cache.
+        scale: multiply token vectors by ``sqrt`` of their width.
+        init: token table init, see :class:`~course_embed.token.TokenEmbedding`.
+        base: sinusoidal wavelength base.
+        d_position: width ``d_p`` of the position part with ``fusion="concat"`` (default ``d // 2``).
+
+    Shapes:
+        ``forward(ids, offset)``: ids ``(b, s)`` -> ``(b, s, d)``; positions are ``offset .. offset + s - 1``.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, position: Literal["sinusoidal", "learned"] | None = "sinusoidal",
+                 fusion: Literal["add", "concat"] = "add", dropout: float = 0.1, layer_norm: bool = False,
+                 padding_idx: int | None = None, max_len: int = 512, scale: bool = True, init: Init | None = None,
+                 base: float = 10000.0, d_position: int | None = None, device=None, dtype=None):
+        super().__init__()
+        if position not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}, got {position!r}; RoPE, ALiBi and T5 bias act "
+                             f"inside attention, so use position=None for them")
+        if fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
+        if fusion == "concat" and position is None:
+            raise ValueError("fusion='concat' needs a position scheme to concatenate; use fusion='add' with "
+                             "position=None")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout}")
+        d_position = d_model if fusion == "add" else (d_position or d_model // 2)
+        if fusion == "concat" and not 0 < d_position < d_model:
+            raise ValueError(f"d_position must be in (0, d_model={d_model}) with fusion='concat', got {d_position}")
+        self.d_model, self.position, self.fusion = d_model, position, fusion
+        self.token = TokenEmbedding(vocab_size, d_model if fusion == "add" else d_model - d_position,
+                                    padding_idx, scale, init, device=device, dtype=dtype)
+        if position == "sinusoidal":
+            self.positions = SinusoidalPositionalEncoding(d_position, max_len, base, device=device)
+        elif position == "learned":
+            self.positions = LearnedPositionalEmbedding(max_len, d_position, device=device, dtype=dtype)
+        else:
+            self.positions = None
+        self.norm = nn.LayerNorm(d_model, device=device, dtype=dtype) if layer_norm else nn.Identity()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Embed ids ``(b, s)`` at positions ``offset .. offset + s - 1``; returns ``(b, s, d)``."""
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise ValueError(f"ids must have shape (batch, seq), got {shape}; for one sequence use ids.unsqueeze(0)")
+        if self.position == "learned":
+            check_positions(ids.shape[1], offset, self.positions.max_len, batch=ids.shape[0], name="ids")
+        h = self.token(ids)  # (b, s, d) or (b, s, d - d_p)
+        if self.fusion == "add":
+            h = self.positions(h, offset) if self.positions is not None else h
+        else:
+            pe = self.positions.encoding(ids.shape[1], offset, dtype=h.dtype, device=h.device)  # (s, d_p)
+            h = torch.cat((h, pe.expand(ids.shape[0], -1, -1)), dim=-1)
+        return self.dropout(self.norm(h))
+
+    def extra_repr(self) -> str:
+        return f"position={self.position!r}, fusion={self.fusion!r}"

@@ -1,0 +1,55 @@
+"""Where and how chapters run: device choice, seeding and deterministic settings.
+
+Chapters call :func:`setup` once at the top so that every stored output reproduces under nbval.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+DEVICE_ENV = "COURSE_EMBED_DEVICE"
+
+
+def pick_device(preferred: str | None = None) -> torch.device:
+    """The device chapters and benchmarks run on.
+
+    Order: ``preferred`` if given, else the ``COURSE_EMBED_DEVICE`` environment variable (e.g. ``cpu``,
+    ``cuda``, ``cuda:1``), else CUDA when available, else CPU.
+    """
+    choice = preferred or os.environ.get(DEVICE_ENV)
+    if not choice:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(choice)
+    except RuntimeError as err:
+        raise ValueError(f"{DEVICE_ENV}={choice!r} is not a device name; use 'cpu', 'cuda' or 'cuda:N'") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{DEVICE_ENV}={choice!r} asks for CUDA, but torch.cuda.is_available() is False "
+                         f"(torch {torch.__version__}); unset it or set it to 'cpu'")
+    return device
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and PyTorch (all devices); return a CPU generator seeded with ``seed`` too."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    return torch.Generator().manual_seed(seed)
+
+
+def deterministic(seed: int = 0) -> torch.Generator:
+    """Seed everything and ask PyTorch for deterministic kernels (raising where none exists)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # required by deterministic cuBLAS
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    return seed_everything(seed)
+
+
+def setup(seed: int = 0) -> torch.device:
+    """Notebook preamble: deterministic settings, seeds, and the device from :func:`pick_device`."""
+    deterministic(seed)
+    return pick_device()

@@ -1,0 +1,120 @@
+"""Sinusoidal positional encoding (Vaswani et al., 2017, section 3.5).
+
+Shapes: ``b`` batch, ``s`` sequence, ``d`` model width, ``p`` position.
+
+    PE[p, 2i]     = sin(p * base**(-2i/d))
+    PE[p, 2i + 1] = cos(p * base**(-2i/d))
+
+Pair ``i`` turns at angular frequency ``base**(-2i/d)``: wavelengths form a geometric progression from
+``2*pi`` (``i = 0``, the fastest, lowest-index dimensions) to nearly ``base * 2*pi`` (the slowest, highest-index
+dimensions). Because each pair is a point on a circle, ``PE[p + k] = M_k @ PE[p]`` with ``M_k`` block-diagonal
+2x2 rotations that do not depend on ``p`` (:func:`offset_rotation`).
+
+Angles are computed in float64 and cast at the end. Computing positions or angles in float16/bfloat16 is a
+known bug: bfloat16 holds integers exactly only up to 256, so rows repeat from position 257.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .checks import check_features
+
+
+def _angle_dtype(device: torch.device) -> torch.dtype:
+    # float64 everywhere it exists (MPS has no float64; float32 is still far better than half precision).
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def inverse_frequencies(d_model: int, base: float = 10000.0, *, device=None, dtype=torch.float64) -> torch.Tensor:
+    """Angular frequencies ``base**(-2i/d)`` of the ``d/2`` sin/cos pairs, shape ``(d/2,)``, fastest first."""
+    if d_model % 2 or d_model < 2:
+        raise ValueError(f"d_model must be a positive even number (sin/cos come in pairs), got {d_model}; "
+                         f"use {d_model + 1 if d_model % 2 else 2}")
+    if not base > 1:
+        raise ValueError(f"base must be greater than 1, got {base}")
+    exponents = torch.arange(0, d_model, 2, device=device, dtype=dtype) / d_model
+    return base ** -exponents
+
+
+def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, *, offset: int = 0,
+                     dtype: torch.dtype | None = None, device=None) -> torch.Tensor:
+    """The sinusoidal encoding of positions ``offset .. offset + length - 1``.
+
+    Args:
+        length: number of positions ``s``.
+        d_model: width ``d`` (even).
+        base: the wavelength base, 10000 in the original model.
+        offset: first position (for incremental decoding).
+        dtype: of the result (default float32). Angles are always computed in float64, then cast.
+        device: of the result.
+
+    Returns:
+        ``(s, d)`` tensor; even columns are sines, odd columns cosines.
+    """
+    if length < 0:
+        raise ValueError(f"length must be >= 0, got {length}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0 (the first position), got {offset}")
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    work = _angle_dtype(device)
+    positions = torch.arange(offset, offset + length, device=device, dtype=work)
+    angles = positions[:, None] * inverse_frequencies(d_model, base, device=device, dtype=work)  # (s, d/2)
+    table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (s, d): sin, cos interleaved
+    return table.to(dtype or torch.float32)
+
+
+def offset_rotation(k: float, d_model: int, base: float = 10000.0, *, dtype=torch.float64) -> torch.Tensor:
+    """The ``(d, d)`` matrix ``M_k`` with ``PE[p + k] = M_k @ PE[p]`` for every position ``p``.
+
+    ``M_k`` is block diagonal; block ``i`` is ``[[cos(w_i k), sin(w_i k)], [-sin(w_i k), cos(w_i k)]]`` with
+    ``w_i = base**(-2i/d)``: it rotates the ``(sin, cos)`` pair ``i`` by the angle ``w_i k``, whatever ``p`` is.
+    """
+    angles = k * inverse_frequencies(d_model, base, dtype=torch.float64)
+    cos, sin = angles.cos(), angles.sin()
+    blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)  # (d/2, 2, 2)
+    return torch.block_diag(*blocks).to(dtype)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the sinusoidal encoding to a batch-first input; works at any length.
+
+    Args:
+        d_model: width ``d`` (even).
+        max_len: length of the table computed up front. Longer inputs grow the cached table (to at least twice
+            its size) instead of failing; the grown table equals a freshly computed one exactly.
+        base: wavelength base.
+
+    Shapes:
+        ``forward(x, offset)``: ``(b, s, d) -> (b, s, d)``, adding the rows for positions
+        ``offset .. offset + s - 1``.
+
+    The cache is float32; outputs follow ``x``'s device and dtype by casting it, never by computing angles in
+    half precision. Reference: :func:`sinusoidal_table`, itself tested against a float64 closed form.
+    """
+
+    table: torch.Tensor
+
+    def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0, device=None):
+        super().__init__()
+        self.d_model, self.base = d_model, base
+        self.register_buffer("table", sinusoidal_table(max_len, d_model, base, device=device), persistent=False)
+
+    def encoding(self, length: int, offset: int = 0, *, dtype=None, device=None) -> torch.Tensor:
+        """Rows for positions ``offset .. offset + length - 1``: ``(length, d)``, cast to ``dtype``/``device``."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0 (the position of the first token), got {offset}")
+        end = offset + length
+        if end > self.table.shape[0]:
+            new_len = max(end, 2 * self.table.shape[0])
+            self.table = sinusoidal_table(new_len, self.d_model, self.base, device=self.table.device)
+        return self.table[offset:end].to(device=device, dtype=dtype)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Return ``x + PE[offset : offset + s]`` for ``x`` of shape ``(b, s, d)``."""
+        check_features(x, self.d_model)
+        return x + self.encoding(x.shape[1], offset, dtype=x.dtype, device=x.device)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, base={self.base}, cached={self.table.shape[0]}"

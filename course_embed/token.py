@@ -1,0 +1,129 @@
+"""Token embedding: a lookup table from token ids to vectors.
+
+Shapes: ``b`` batch, ``s`` sequence, ``v`` vocabulary size, ``d`` model width.
+
+The lookup ``W[ids]`` equals ``one_hot(ids) @ W`` (chapter 1 shows it numerically); it is stored as a
+table because a ``(b, s, v)`` one-hot tensor would be ``v`` times larger than the result.
+
+Two facts the popular write-ups get wrong, measured in chapters 1 and 2:
+
+* ``nn.Embedding`` initialises its table with N(0, 1), not U(±sqrt(1/d)), and not Xavier.
+* The ``sqrt(d)`` factor of Vaswani et al. belongs with a table of std ``d**-0.5`` that is shared with the
+  pre-softmax layer: ``sqrt(d) * N(0, 1/d)`` has unit RMS. Applied to an N(0, 1) table it makes token
+  vectors ``sqrt(2 d)`` times larger than a sinusoidal position vector (32x at d = 512).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .checks import check_ids
+
+Init = Literal["normal", "xavier_uniform", "scaled_normal"]
+INITS: tuple[str, ...] = ("normal", "xavier_uniform", "scaled_normal")
+
+
+def init_table_(weight: torch.Tensor, init: str, padding_idx: int | None = None) -> torch.Tensor:
+    """Initialise an embedding table in place and zero its pad row.
+
+    Args:
+        weight: the table, ``(v, d)``.
+        init: ``"normal"`` is PyTorch's ``nn.Embedding`` default, N(0, 1); ``"xavier_uniform"`` is
+            U(±sqrt(6 / (v + d))); ``"scaled_normal"`` is N(0, d**-0.5), the regime of Vaswani et al.
+        padding_idx: row to set to zero after the re-init (any init scheme makes it non-zero otherwise).
+
+    Returns:
+        ``weight``, for chaining.
+    """
+    if init not in INITS:
+        raise ValueError(f"init must be one of {INITS}, got {init!r}")
+    with torch.no_grad():
+        if init == "normal":
+            nn.init.normal_(weight, 0.0, 1.0)
+        elif init == "xavier_uniform":
+            nn.init.xavier_uniform_(weight)
+        else:
+            nn.init.normal_(weight, 0.0, weight.shape[1] ** -0.5)
+        if padding_idx is not None:
+            weight[padding_idx].zero_()
+    return weight
+
+
+class TokenEmbedding(nn.Module):
+    """Token ids to vectors, optionally scaled by ``sqrt(d_model)``.
+
+    Args:
+        vocab_size: number of token ids ``v``.
+        d_model: vector width ``d``.
+        padding_idx: id of the pad token. Its row starts at zero and receives no gradient. It is *not* an
+            attention mask: pad positions still reach attention unless a key padding mask removes them.
+        scale: multiply the looked-up vectors by ``sqrt(d_model)``.
+        init: ``"normal"`` (N(0, 1), PyTorch's default), ``"xavier_uniform"`` or ``"scaled_normal"``
+            (N(0, d**-0.5)). Default: ``"scaled_normal"`` when ``scale`` is on, so the output has unit RMS,
+            else ``"normal"``.
+        device, dtype: of the table.
+
+    Shapes:
+        ``forward(ids)``: ids ``(*)`` of integers (usually ``(b, s)``) -> ``(*, d)``.
+
+    Reference: ``torch.nn.functional.embedding`` (tests compare against it and against ``one_hot(ids) @ W``).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None, scale: bool = True,
+                 init: Init | None = None, device=None, dtype=None):
+        super().__init__()
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be a positive integer, got {vocab_size}")
+        if d_model < 1:
+            raise ValueError(f"d_model must be a positive integer, got {d_model}")
+        if padding_idx is not None and not 0 <= padding_idx < vocab_size:
+            raise ValueError(f"padding_idx={padding_idx} is outside the vocabulary [0, {vocab_size}); "
+                             f"use an id in that range (e.g. 0), or None for no pad token")
+        self.vocab_size, self.d_model = vocab_size, d_model
+        self.padding_idx, self.scale = padding_idx, scale
+        self.init = init or ("scaled_normal" if scale else "normal")
+        self.weight = nn.Parameter(torch.empty(vocab_size, d_model, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self, init: Init | None = None) -> None:
+        """Re-initialise the table with ``init`` (default: the constructor's), keeping the pad row zero."""
+        init_table_(self.weight, init or self.init, self.padding_idx)
+
+    @property
+    def multiplier(self) -> float:
+        """The factor applied after the lookup: ``sqrt(d_model)`` or 1."""
+        return math.sqrt(self.d_model) if self.scale else 1.0
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Look up ``ids`` ``(*)`` and return vectors ``(*, d)`` in the table's dtype."""
+        check_ids(ids, self.vocab_size)
+        out = F.embedding(ids, self.weight, self.padding_idx)
+        return out * self.multiplier if self.scale else out
+
+    def extra_repr(self) -> str:
+        return (f"{self.vocab_size}, {self.d_model}, padding_idx={self.padding_idx}, scale={self.scale}, "
+                f"init={self.init!r}")
+
+
+def tie_weights(embedding: TokenEmbedding | nn.Embedding, output: nn.Linear) -> nn.Linear:
+    """Share one ``(v, d)`` table between the input embedding and the pre-softmax layer (Press & Wolf, 2017).
+
+    After the call ``output.weight is embedding.weight``: one tensor, one gradient, half the parameters.
+
+    Args:
+        embedding: table ``(v, d)``.
+        output: ``nn.Linear(d, v)``, whose weight is ``(v, d)``.
+
+    Returns:
+        ``output``, now computing ``logits = h @ W.T`` with the embedding table ``W``.
+    """
+    if output.weight.shape != embedding.weight.shape:
+        raise ValueError(f"cannot tie an output layer of weight shape {tuple(output.weight.shape)} to an embedding "
+                         f"of shape {tuple(embedding.weight.shape)}; build it as nn.Linear(d_model, vocab_size)")
+    output.weight = embedding.weight
+    return output
