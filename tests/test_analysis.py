@@ -1,0 +1,50 @@
+import math
+
+import pytest
+import torch
+
+from course_embed import analysis
+from course_embed.analysis import ModelConfig, parameter_count
+
+
+@pytest.mark.parametrize("cfg, total", [
+    (analysis.BERT_BASE, 109_482_240),    # bert-base-uncased
+    (analysis.BERT_LARGE, 335_141_888),   # bert-large-uncased
+    (analysis.GPT2_SMALL, 124_439_808),   # gpt2
+    (analysis.LLAMA2_7B, 6_738_415_616),  # Llama-2-7b
+])
+def test_parameter_counts_match_released_checkpoints(cfg, total):
+    assert parameter_count(cfg)["total"] == total
+
+
+def test_bert_base_token_table():
+    assert parameter_count(analysis.BERT_BASE)["token"] == 23_440_896 == 30522 * 768
+
+
+def test_parameter_count_matches_a_built_model():
+    # an independent count: build a small pre-LN GPT-style model with torch modules and count its parameters
+    d, ff, V, L, P = 32, 64, 100, 3, 16
+    block = lambda: torch.nn.ModuleList([torch.nn.LayerNorm(d), torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d),
+                                         torch.nn.LayerNorm(d), torch.nn.Linear(d, ff), torch.nn.Linear(ff, d)])
+    model = torch.nn.ModuleList([torch.nn.Embedding(V, d), torch.nn.Embedding(P, d), torch.nn.LayerNorm(d)]
+                                + [block() for _ in range(L)])
+    built = sum(p.numel() for p in model.parameters())
+    assert parameter_count(ModelConfig("tiny", V, d, L, ff, positions=P))["total"] == built
+
+
+@pytest.mark.parametrize("init", ["normal", "xavier_uniform", "scaled_normal"])
+def test_init_std_closed_forms(init):
+    V, d = 3000, 128
+    expected = {"normal": 1.0, "xavier_uniform": math.sqrt(6 / (V + d)) / math.sqrt(3), "scaled_normal": 1 / math.sqrt(d)}
+    assert math.isclose(analysis.init_std(init, V, d), expected[init], rel_tol=1e-12)
+
+
+def test_init_std_rejects_unknown():
+    with pytest.raises(ValueError, match="init must be one of"):
+        analysis.init_std("uniform", 3, 2)
+
+
+def test_row_norms_in_float64():
+    w = torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float16)
+    norms = analysis.row_norms(w)
+    assert norms.dtype == torch.float64 and norms.tolist() == [5.0, 0.0]
