@@ -90,3 +90,12 @@ GPT2_SMALL = ModelConfig("GPT-2 small", 50257, 768, 12, 3072, positions=1024)
 LLAMA2_7B = ModelConfig("LLaMA-2 7B", 32000, 4096, 32, 11008, bias=False, gated_ffn=True, norm="rms",
                         output="untied")
 PUBLISHED_CONFIGS = (BERT_BASE, BERT_LARGE, GPT2_SMALL, LLAMA2_7B)
+
+
+# --- chapter 2: the sqrt(d) scaling ----------------------------------------------------------------------------
+
+
+# --- chapter 3: sinusoidal mathematics -------------------------------------------------------------------------
+
+
+# --- chapter 4: fusion ------------------------------------------------------------------------------------------
