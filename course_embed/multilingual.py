@@ -1,0 +1,161 @@
+"""Token embedding for several languages with their own vocabularies, in one table so a batch can mix them.
+
+Shapes: ``b`` batch, ``s`` sequence, ``d`` model width, ``V_l`` vocabulary size of language ``l``.
+
+Each language keeps its own tokenizer and its own ``(V_l, d)`` rows, but the rows are stored back to back in one
+``(sum V_l, d)`` table: language ``l`` owns rows ``offset_l .. offset_l + V_l - 1``. A local id ``i`` of language
+``l`` reads row ``offset_l + i``, so a batch holding English and Chinese sentences is one gather, not one call per
+language. The offsets make one check essential: an English id that is too large would silently read a Chinese
+row, so every id is checked against *its own* language's vocabulary.
+
+Chapter 4 compares this with the other design, one vocabulary shared by all languages (XLM-R): that needs no new
+class, it is a :class:`~course_embed.token.TokenEmbedding` with a larger vocabulary, and at 100 languages it is
+more than ten times smaller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .checks import check_ids
+from .token import Init, init_table_
+
+
+class MultilingualEmbedding(nn.Module):
+    """Per-language token tables packed into one ``(sum V_l, d)`` table, optionally scaled by ``sqrt(d)``.
+
+    Args:
+        vocab_sizes: language name -> vocabulary size ``V_l`` of that language's tokenizer, e.g.
+            ``{"en": 32000, "zh": 50000}``. The order fixes the language indices and the row offsets.
+        d_model: vector width ``d``.
+        padding_idx: local id of the pad token, the same in every language (e.g. 0), or None. Every language's
+            pad row is zero; all pad ids read one shared zero row, which receives no gradient.
+        scale: multiply the looked-up vectors by ``sqrt(d_model)``, as :class:`~course_embed.token.TokenEmbedding`.
+        init: ``"normal"``, ``"xavier_uniform"`` or ``"scaled_normal"`` (default: ``"scaled_normal"`` when
+            ``scale`` is on, else ``"normal"``), see :func:`~course_embed.token.init_table_`.
+        device, dtype: of the table.
+
+    Shapes:
+        ``forward(ids, lang)``: local ids ``(b, s)`` -> ``(b, s, d)``. ``lang`` is one language name (the whole
+        batch), a sequence of ``b`` names (one per sequence), or an integer tensor of language indices of shape
+        ``(b,)`` (one per sequence) or ``(b, s)`` (one per token, for code-switched text).
+
+    Reference: one ``nn.Embedding(V_l, d)`` per language; the tests load the same rows into separate tables and
+    compare outputs and gradients.
+    """
+
+    offsets: torch.Tensor
+    sizes: torch.Tensor
+
+    def __init__(self, vocab_sizes: Mapping[str, int], d_model: int, padding_idx: int | None = None,
+                 scale: bool = True, init: Init | None = None, device=None, dtype=None):
+        super().__init__()
+        if not isinstance(vocab_sizes, Mapping) or not vocab_sizes:
+            raise ValueError(f"vocab_sizes must be a non-empty mapping from language name to vocabulary size, e.g. "
+                             f"{{'en': 32000, 'zh': 50000}}; got {vocab_sizes!r}")
+        for lang, size in vocab_sizes.items():
+            if not isinstance(lang, str):
+                raise TypeError(f"language names in vocab_sizes must be strings, got {lang!r}")
+            if not isinstance(size, int) or size < 1:
+                raise ValueError(f"vocab_sizes[{lang!r}] must be a positive integer, got {size!r}")
+        if d_model < 1:
+            raise ValueError(f"d_model must be a positive integer, got {d_model}")
+        smallest = min(vocab_sizes.values())
+        if padding_idx is not None and not 0 <= padding_idx < smallest:
+            raise ValueError(f"padding_idx={padding_idx} must be a local id present in every language, i.e. in "
+                             f"[0, {smallest}) for these vocabularies; use e.g. 0, or None for no pad token")
+        self.languages = tuple(vocab_sizes)
+        self.d_model, self.padding_idx, self.scale = d_model, padding_idx, scale
+        self.init = init or ("scaled_normal" if scale else "normal")
+        sizes = torch.tensor([vocab_sizes[lang] for lang in self.languages], device=device)
+        self.register_buffer("sizes", sizes, persistent=False)
+        self.register_buffer("offsets", torch.cumsum(sizes, 0) - sizes, persistent=False)
+        self.weight = nn.Parameter(torch.empty(int(sizes.sum()), d_model, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    @property
+    def pad_rows(self) -> list[int]:
+        """Global rows of the languages' pad tokens (empty without ``padding_idx``); the first is the shared one."""
+        if self.padding_idx is None:
+            return []
+        return [int(o) + self.padding_idx for o in self.offsets.tolist()]
+
+    def reset_parameters(self, init: Init | None = None) -> None:
+        """Re-initialise every table with ``init`` (default: the constructor's) and zero all pad rows."""
+        init_table_(self.weight, init or self.init)
+        with torch.no_grad():
+            self.weight[self.pad_rows] = 0.0
+
+    def table(self, lang: str) -> torch.Tensor:
+        """The ``(V_l, d)`` rows of language ``lang``: a view of the packed table (writes go through)."""
+        index = self.language_index(lang)
+        start = int(self.offsets[index])
+        return self.weight[start:start + int(self.sizes[index])]
+
+    def language_index(self, lang: str) -> int:
+        """Index of language ``lang`` in ``languages``; a clear error for an unknown name."""
+        if lang not in self.languages:
+            raise ValueError(f"unknown language {lang!r}; this embedding has {list(self.languages)}; add it to "
+                             f"vocab_sizes when building the module")
+        return self.languages.index(lang)
+
+    def _language_tensor(self, lang, ids: torch.Tensor) -> torch.Tensor:
+        """``lang`` as a long tensor that broadcasts against ``ids`` ``(b, s)``: ``(1, 1)``, ``(b, 1)`` or ``(b, s)``."""
+        b = ids.shape[0]
+        if isinstance(lang, str):
+            return torch.tensor([[self.language_index(lang)]], device=ids.device)
+        if isinstance(lang, torch.Tensor):
+            if lang.dtype not in (torch.int64, torch.int32):
+                raise TypeError(f"lang must hold integer language indices, got dtype {lang.dtype}; or pass "
+                                f"language names")
+            if tuple(lang.shape) not in ((b,), tuple(ids.shape)):
+                raise ValueError(f"lang must have shape (batch,) = ({b},) or the shape of ids {tuple(ids.shape)}, "
+                                 f"got {tuple(lang.shape)}")
+            if lang.numel() and not 0 <= int(lang.min()) <= int(lang.max()) < len(self.languages):
+                raise ValueError(f"lang holds indices outside [0, {len(self.languages)}); the languages are "
+                                 f"{list(self.languages)} in that order")
+            lang = lang.to(device=ids.device, dtype=torch.long)
+            return lang[:, None] if lang.dim() == 1 else lang
+        if isinstance(lang, Sequence):
+            if len(lang) != b:
+                raise ValueError(f"lang names one language per sequence: expected {b} names, got {len(lang)}")
+            return torch.tensor([[self.language_index(name)] for name in lang], device=ids.device)
+        raise TypeError(f"lang must be a language name, a sequence of names or a tensor of language indices, "
+                        f"got {type(lang).__name__}")
+
+    def global_ids(self, ids: torch.Tensor, lang) -> torch.Tensor:
+        """Rows of the packed table read by local ``ids`` ``(b, s)`` of languages ``lang``: ``(b, s)``.
+
+        Raises a ValueError naming the language when an id is outside that language's vocabulary.
+        """
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise ValueError(f"ids must have shape (batch, seq), got {shape}; for one sequence use ids.unsqueeze(0)")
+        check_ids(ids, int(self.sizes.max()))  # integer dtype, no negative ids
+        index = self._language_tensor(lang, ids).expand_as(ids)  # (b, s)
+        limit = self.sizes[index]
+        bad = ids >= limit
+        if bool(bad.any()):
+            where = bad.nonzero()[0]
+            lang_name = self.languages[int(index[tuple(where)])]
+            raise ValueError(f"ids[{where[0]}, {where[1]}] = {int(ids[tuple(where)])} is outside the {lang_name!r} "
+                             f"vocabulary [0, {int(limit[tuple(where)])}); check that each sequence is tagged with "
+                             f"the language whose tokenizer produced it")
+        rows = ids + self.offsets[index]
+        if self.padding_idx is not None:
+            rows = torch.where(ids == self.padding_idx, self.pad_rows[0], rows)
+        return rows
+
+    def forward(self, ids: torch.Tensor, lang) -> torch.Tensor:
+        """Look up local ``ids`` ``(b, s)`` of languages ``lang``; returns ``(b, s, d)`` in the table's dtype."""
+        pad = self.pad_rows[0] if self.padding_idx is not None else None
+        out = F.embedding(self.global_ids(ids, lang), self.weight, pad)
+        return out * self.d_model ** 0.5 if self.scale else out
+
+    def extra_repr(self) -> str:
+        sizes = dict(zip(self.languages, self.sizes.tolist()))
+        return f"{sizes}, {self.d_model}, padding_idx={self.padding_idx}, scale={self.scale}, init={self.init!r}"
