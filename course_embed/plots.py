@@ -5,7 +5,15 @@ The numbers a figure shows come from :mod:`course_embed.analysis`, where they ar
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt  # noqa: F401  (used by the chapter sections below)
+import math
+import re
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib import animation, patches
+
+from . import analysis
+from .sinusoidal import sinusoidal_table
 
 # --- chapter 2: the sqrt(d) scaling ----------------------------------------------------------------------------
 
@@ -113,6 +121,160 @@ def plot_probe_accuracy(labels: list[str], accuracies: list[float], chance: floa
 
 
 # --- chapter 3: sinusoidal mathematics -------------------------------------------------------------------------
+
+
+def _heatmap(ax, table: torch.Tensor, d_model: int, base: float):
+    """Draw a ``(s, d_shown)`` slice of a sinusoidal table: positions down, dimensions across, wavelengths on top."""
+    shown = table.shape[1]
+    image = ax.imshow(table.detach().cpu().float().numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
+                      interpolation="nearest")
+    ax.set_xlabel("dimension index (0 = fastest)")
+    ax.set_ylabel("position")
+    ticks = sorted({2 * round(f * (shown - 2) / 2) for f in (0, 0.25, 0.5, 0.75, 1)})
+    lengths = analysis.wavelengths(d_model, base)
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(ticks, labels=[f"{w:.3g}" if w < 1000 else f"{w:,.0f}" for w in lengths[ticks].tolist()])
+    top.set_xlabel("wavelength in positions (short = fast)", fontsize=9)
+    return image
+
+
+def plot_heatmap(length: int = 100, d_model: int = 512, dims: int = 128, base: float = 10000.0):
+    """Heatmap of the first ``dims`` dimensions of a ``(length, d_model)`` sinusoidal table, labelled correctly.
+
+    Low dimension indices (left) are the fast, short-wavelength ones; wavelengths grow to the right.
+    """
+    if not 2 <= dims <= d_model:
+        raise ValueError(f"dims must lie in [2, d_model={d_model}], got {dims}")
+    table = sinusoidal_table(length, d_model, base)[:, :dims]  # (s, dims)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    image = _heatmap(ax, table, d_model, base)
+    fig.colorbar(image, ax=ax, label="PE value")
+    ax.set_title(f"d_model = {d_model}, first {dims} dimensions: left changes fast, right slowly", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def explorer_dims(d_model: int) -> list[int]:
+    """The sine columns the explorer draws as curves: ``0, d/8, d/4, d/2`` (rounded down to even)."""
+    return sorted({2 * (d_model // (2 * f)) if f else 0 for f in (0, 8, 4, 2)})
+
+
+def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 100):
+    """Two panels for a ``(positions, d_model)`` sinusoidal table: the heatmap, and a few columns as curves.
+
+    The curves are the sine columns :func:`explorer_dims`; the widget in :mod:`course_embed.widgets` redraws
+    this figure when its sliders move.
+    """
+    if positions < 2:
+        raise ValueError(f"positions must be >= 2, got {positions}")
+    table = sinusoidal_table(positions, d_model, base)  # (s, d)
+    lengths = analysis.wavelengths(d_model, base)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 2]})
+    image = _heatmap(left, table, d_model, base)
+    fig.colorbar(image, ax=left, label="PE value")
+    for j in explorer_dims(d_model):
+        right.plot(range(positions), table[:, j].numpy(), label=f"dim {j} (wavelength {lengths[j].item():.3g})")
+    right.set_xlabel("position")
+    right.set_ylabel("PE value")
+    right.set_ylim(-1.1, 1.6)
+    right.legend(fontsize=7, loc="upper right")
+    fig.suptitle(f"sinusoidal encoding: d_model = {d_model}, base = {base:g}, {positions} positions", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512, 64), base: float = 10000.0):
+    """``PE[p] . PE[p + k] / (d/2)`` against the offset ``k`` (log axis), with each curve's first rise marked."""
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    offsets = torch.arange(1, max_offset + 1)
+    for d in d_models:
+        dots = analysis.dot_by_offset(max_offset, d, base) / (d / 2)  # (max_offset + 1,), 1 at k = 0
+        line, = ax.plot(offsets.numpy(), dots[1:].numpy(), lw=1, label=f"d_model = {d}")
+        rise = analysis.first_rise(d, base, max_offset)
+        if rise is not None:
+            ax.plot([rise], [dots[rise].item()], "o", color=line.get_color(), ms=6)
+            ax.annotate(f"first rise at k = {rise}", (rise, dots[rise].item()), textcoords="offset points",
+                        xytext=(8, 8), fontsize=8, color=line.get_color())
+    ax.set_xscale("log")
+    ax.set_xlabel("offset k = |p - q| (positions)")
+    ax.set_ylabel("PE[p] . PE[q] / (d/2)")
+    ax.set_title("The dot product depends only on the offset, and does not fall monotonically", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_unseen_angles(train_len: int = 512, test_len: int = 2048, d_model: int = 512, base: float = 10000.0):
+    """Per sin/cos pair, how far positions past ``train_len`` go from every angle seen in training (radians)."""
+    gaps = analysis.unseen_angle_gap(train_len, test_len, d_model, base)  # (d/2,)
+    turned = int((analysis.wavelengths(d_model, base)[::2] <= train_len).sum())  # pairs that completed a turn
+    fig, ax = plt.subplots(figsize=(8, 3))
+    ax.plot(range(len(gaps)), gaps.numpy(), color="tab:red", lw=1.2)
+    ax.axvline(turned - 0.5, color="gray", ls="--", lw=1)
+    ax.text(turned, 0.92 * math.pi, f"  pairs {turned}+ never completed a turn in {train_len} positions",
+            fontsize=8, va="top")
+    ax.set_ylim(0, math.pi)
+    ax.set_xlabel("pair index i (dimensions 2i, 2i + 1; 0 = fastest)")
+    ax.set_ylabel("largest angle gap (rad)")
+    ax.set_title(f"positions {train_len}-{test_len - 1} put slow pairs at angles never seen in positions "
+                 f"0-{train_len - 1}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def pair_circles(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), base: float = 10000.0):
+    """One unit disc per sin/cos pair, with a hand pointing at ``(x, y) = (PE[p, 2i], PE[p, 2i + 1])``.
+
+    Returns ``(fig, update)``; ``update(p)`` moves every hand to position ``p`` and returns the hands (``Line2D``,
+    data ``([0, sin], [0, cos])``).
+    """
+    half = d_model // 2
+    if not pairs or any(not 0 <= i < half for i in pairs):
+        raise ValueError(f"pairs must be indices in [0, d_model/2 = {half}), got {pairs}")
+    lengths = analysis.wavelengths(d_model, base)
+    fig, axes = plt.subplots(1, len(pairs), figsize=(1.5 * len(pairs), 1.9), dpi=72)
+    axes = [axes] if len(pairs) == 1 else list(axes)
+    hands = []
+    for ax, i in zip(axes, pairs):
+        # a flat disc without antialiasing keeps every PNG frame small
+        ax.add_patch(patches.Circle((0, 0), 1, facecolor="#e8eef6", edgecolor="none", antialiased=False))
+        hand, = ax.plot([0, 0], [0, 1], "-o", color="tab:blue", markevery=[1])
+        hands.append(hand)
+        ax.set_aspect("equal")
+        ax.set_xlim(-1.2, 1.2)
+        ax.set_ylim(-1.2, 1.2)
+        ax.axis("off")
+        ax.set_title(f"x: dim {2 * i}, y: dim {2 * i + 1}\nwavelength {lengths[2 * i].item():.3g}", fontsize=8)
+    title = fig.suptitle("position 0", fontsize=9)
+    fig.tight_layout()
+
+    def update(p: int):
+        row = sinusoidal_table(1, d_model, base, offset=p)[0]  # (d,)
+        for hand, i in zip(hands, pairs):
+            hand.set_data([0, row[2 * i].item()], [0, row[2 * i + 1].item()])
+        title.set_text(f"position {p}")
+        return hands
+
+    return fig, update
+
+
+def animate_pairs(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), positions: int = 40,
+                  base: float = 10000.0, name: str = "pairs", interval: int = 400) -> str:
+    """An HTML animation (``to_jshtml``: PNG frames and inline JavaScript) of :func:`pair_circles` for positions
+    ``0 .. positions - 1``, one frame each; it plays on a static page, without a kernel.
+
+    ``to_jshtml`` names its elements with a random id; it is replaced by ``name`` (a JavaScript identifier) so
+    that re-running a notebook stores the same HTML. The figure is closed, so a notebook shows it only once.
+    """
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"name must be a JavaScript identifier (letters, digits, _), got {name!r}")
+    if positions < 1:
+        raise ValueError(f"positions must be >= 1 (one frame per position), got {positions}")
+    fig, update = pair_circles(d_model, pairs, base)
+    html = animation.FuncAnimation(fig, update, frames=positions, interval=interval).to_jshtml(default_mode="loop")
+    plt.close(fig)
+    random_id = re.search(r"_anim_img([0-9a-f]{32})", html).group(1)
+    return html.replace(random_id, name)
 
 
 # --- chapter 4: fusion ------------------------------------------------------------------------------------------
