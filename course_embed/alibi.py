@@ -1,0 +1,70 @@
+"""ALiBi, attention with linear biases (Press et al., 2022): no position vectors, a per-head distance penalty.
+
+Shapes: ``h`` heads, ``q`` queries, ``k`` keys. Queries are the last ``q`` of the ``k`` positions (``q = k`` for a
+full sequence, ``q = 1`` when decoding one token against a KV cache of ``k - 1`` tokens).
+
+Head ``h`` adds ``-m_h * (i - j)`` to the attention score of query ``i`` and key ``j <= i``: the further back a key,
+the larger the penalty, steeply for heads with a large slope ``m_h`` and gently for those with a small one.
+
+Softmax ignores a constant added to every score of a query, so ``-m_h (i - j) = m_h j - m_h i`` can drop its
+query part: the *key-only* bias ``-m_h * (k - 1 - j)``, shape ``(h, 1, k)``, gives exactly the same attention
+weights for every causal query, broadcasts over the queries, and stays correct when decoding with a cache
+(:func:`alibi_bias`). Add it to the ``(b, h, q, k)`` scores before the causal mask, or pass it as ``attn_mask``
+to ``scaled_dot_product_attention`` when no causal mask is needed (decoding one token). The full ``(h, q, k)``
+form is built only on request.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def _slope_list(num_heads: int) -> list[float]:
+    """The paper's rule: a geometric sequence for powers of two, interleaved from the next power otherwise."""
+    if math.log2(num_heads).is_integer():
+        start = 2.0 ** (-8.0 / num_heads)
+        return [start ** (i + 1) for i in range(num_heads)]
+    closest = 2 ** math.floor(math.log2(num_heads))
+    return _slope_list(closest) + _slope_list(2 * closest)[0::2][:num_heads - closest]
+
+
+def alibi_slopes(num_heads: int, *, dtype=torch.float32, device=None) -> torch.Tensor:
+    """Per-head slopes ``m``, shape ``(h,)``, steepest first.
+
+    For ``h`` a power of two: ``2^(-8/h), 2^(-16/h), ..., 2^(-8)``, a geometric sequence whose start and ratio are
+    ``2^(-8/h)`` (8 heads: 1/2, 1/4, ..., 1/256). Otherwise, with ``p`` the largest power of two below ``h``: the
+    ``p`` slopes for ``p`` heads, then every other slope of the ``2p`` sequence for the remaining ``h - p`` heads.
+    """
+    if not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
+    return torch.tensor(_slope_list(num_heads), dtype=torch.float64).to(device=device, dtype=dtype)
+
+
+def alibi_bias(slopes: torch.Tensor, key_len: int, *, query_len: int | None = None) -> torch.Tensor:
+    """The ALiBi bias for ``key_len`` keys, in ``slopes``' dtype and device.
+
+    Args:
+        slopes: ``(h,)``, from :func:`alibi_slopes`.
+        key_len: ``k``, the number of keys (cached ones included).
+        query_len: ``None`` for the key-only form; an int ``q <= k`` for the full form.
+
+    Returns:
+        Key-only ``(h, 1, k)``: ``-m_h * (k - 1 - j)``, the exact bias of the last query; for any other causal
+        query it differs by a per-query constant, which softmax cancels. Full ``(h, q, k)``: ``-m_h * |i - j|``
+        for queries ``i = k - q .. k - 1``, a function of the distance only (the causal mask removes ``j > i``).
+    """
+    if not isinstance(slopes, torch.Tensor) or slopes.dim() != 1:
+        raise ValueError(f"slopes must be a (heads,) tensor from alibi_slopes, got "
+                         f"{tuple(slopes.shape) if isinstance(slopes, torch.Tensor) else type(slopes).__name__}")
+    if key_len < 1:
+        raise ValueError(f"key_len must be a positive integer, got {key_len}")
+    keys = torch.arange(key_len, device=slopes.device, dtype=slopes.dtype)
+    if query_len is None:
+        return (slopes[:, None] * (keys - (key_len - 1)))[:, None, :]  # (h, 1, k)
+    if not 1 <= query_len <= key_len:
+        raise ValueError(f"query_len must be in [1, key_len={key_len}] (queries are the last positions), "
+                         f"got {query_len}")
+    queries = torch.arange(key_len - query_len, key_len, device=slopes.device, dtype=slopes.dtype)
+    return -slopes[:, None, None] * (queries[:, None] - keys[None, :]).abs()  # (h, q, k)

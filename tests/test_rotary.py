@@ -1,0 +1,316 @@
+"""RoPE against independent formulations: float64 complex multiplication, the rotate_half formula, and the
+published scaling formulas (Hugging Face ``modeling_rope_utils``), re-derived here in plain Python."""
+
+import math
+
+import pytest
+import torch
+
+from course_embed.rotary import (RotaryEmbedding, dynamic_ntk_base, layout_permutation, ntk_base, rope_frequencies,
+                                 rope_parameters, yarn_attention_factor, yarn_frequencies, yarn_ramp)
+
+# float32 cos/sin cache: results agree with float64 references to float32 rounding of the tables
+TABLE_TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def theta(head_dim, base=10000.0):
+    return torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
+
+
+def reference_interleaved(x, positions, freqs):
+    """(x_{2i} + i x_{2i+1}) * exp(i m theta_i) in complex128; x (..., s, h_d), positions (s,), freqs (p,)."""
+    z = torch.complex(x[..., 0::2].double(), x[..., 1::2].double())
+    turned = z * torch.exp(1j * positions.double()[:, None] * freqs[None, :])
+    return torch.stack((turned.real, turned.imag), dim=-1).flatten(-2)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def reference_half(x, positions, freqs):
+    """The textbook rotate_half formula in float64: x cos + rotate_half(x) sin with (s, h_d) tables."""
+    angles = positions.double()[:, None] * freqs[None, :]
+    angles = torch.cat((angles, angles), dim=-1)
+    x = x.double()
+    return x * angles.cos() + rotate_half(x) * angles.sin()
+
+
+def test_frequencies_closed_form():
+    torch.testing.assert_close(rope_frequencies(8, 100.0), theta(8, 100.0), rtol=1e-15, atol=0)
+    assert rope_frequencies(64)[0].item() == 1.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_interleaved_is_complex_multiplication(device, gen, dtype):
+    x = torch.randn(2, 3, 40, 16, generator=gen, dtype=torch.float64)
+    rope = RotaryEmbedding(16, layout="interleaved", max_len=8)  # also grows the cache
+    out = rope.rotate(x.to(device=device, dtype=dtype), offset=5)
+    assert out.dtype == dtype and out.device.type == device.type and out.shape == x.shape
+    expected = reference_interleaved(x, torch.arange(5, 45), theta(16))
+    torch.testing.assert_close(out.double().cpu(), expected, **TABLE_TOL)
+
+
+def test_half_is_the_rotate_half_formula(device, gen):
+    x = torch.randn(2, 3, 40, 16, generator=gen, dtype=torch.float64)
+    out = RotaryEmbedding(16, layout="half").rotate(x.to(device), offset=7)
+    torch.testing.assert_close(out.cpu(), reference_half(x, torch.arange(7, 47), theta(16)), **TABLE_TOL)
+
+
+def test_layouts_are_one_rotation_under_a_permutation(device, gen):
+    x = torch.randn(2, 4, 30, 32, generator=gen).to(device)
+    perm = layout_permutation(32).to(device)
+    assert sorted(perm.tolist()) == list(range(32)) and perm[:4].tolist() == [0, 16, 1, 17]
+    half = RotaryEmbedding(32, layout="half").rotate(x, offset=3)
+    interleaved = RotaryEmbedding(32, layout="interleaved").rotate(x[..., perm], offset=3)
+    torch.testing.assert_close(half[..., perm], interleaved, rtol=1e-5, atol=1e-5)
+
+
+def test_permuting_projection_rows_converts_a_checkpoint(gen):
+    """Scores of a half-layout model equal those of the interleaved model with W_q, W_k rows permuted."""
+    d_model, head_dim = 16, 8
+    wq, wk = torch.randn(head_dim, d_model, generator=gen), torch.randn(head_dim, d_model, generator=gen)
+    h = torch.randn(1, 1, 12, d_model, generator=gen)
+    perm = layout_permutation(head_dim)
+    half, inter = RotaryEmbedding(head_dim, layout="half"), RotaryEmbedding(head_dim, layout="interleaved")
+    q_h, k_h = half(h @ wq.T, h @ wk.T)
+    q_i, k_i = inter(h @ wq[perm].T, h @ wk[perm].T)
+    torch.testing.assert_close(q_h @ k_h.transpose(-1, -2), q_i @ k_i.transpose(-1, -2), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_rotation_preserves_norms(device, gen, layout):
+    x = torch.randn(3, 2, 50, 24, generator=gen, dtype=torch.float64).to(device)
+    out = RotaryEmbedding(24, layout=layout).rotate(x, offset=1000)
+    torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_scores_depend_only_on_the_offset(gen, layout):
+    rope = RotaryEmbedding(32, layout=layout)
+    q, k = torch.randn(1, 1, 1, 32, generator=gen, dtype=torch.float64), torch.randn(1, 1, 1, 32, generator=gen,
+                                                                                       dtype=torch.float64)
+
+    def score(m, n):
+        return (rope.rotate(q, offset=m) * rope.rotate(k, offset=n)).sum().item()
+
+    for m, n in [(5, 2), (2, 5), (40, 40), (100, 3)]:
+        for shift in (1, 17, 900):
+            assert score(m + shift, n + shift) == pytest.approx(score(m, n), rel=1e-5, abs=1e-5)
+    assert score(0, 0) == pytest.approx((q * k).sum().item(), rel=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_offset_equals_rotating_the_later_positions(device, gen, layout):
+    rope = RotaryEmbedding(16, layout=layout)
+    x = torch.randn(2, 3, 20, 16, generator=gen).to(device)
+    padded = torch.cat((torch.zeros(2, 3, 9, 16, device=device), x), dim=2)
+    torch.testing.assert_close(rope.rotate(x, offset=9), rope.rotate(padded)[:, :, 9:], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_inputs_use_float32_angles(device, gen, layout, dtype):
+    x = torch.randn(1, 2, 8, 16, generator=gen, dtype=torch.float64)
+    out = RotaryEmbedding(16, layout=layout).rotate(x.to(device=device, dtype=dtype), offset=1000)
+    assert out.dtype == dtype
+    reference = (reference_interleaved if layout == "interleaved" else reference_half)(x, torch.arange(1000, 1008),
+                                                                                        theta(16))
+    # angles in bfloat16 would put positions 1000..1007 on 2 values and miss by O(1); cast cos/sin only lose ~1e-2
+    torch.testing.assert_close(out.double().cpu(), reference, rtol=0, atol=0.1)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_gradient_is_the_inverse_rotation(gen, layout):
+    rope = RotaryEmbedding(8, layout=layout, rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                           "original_max_position_embeddings": 16})
+    x = torch.randn(1, 2, 5, 8, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: rope.rotate(t, offset=3), (x,))
+
+
+def test_non_contiguous_inputs(gen):
+    """(b, s, h, h_d) projections transposed to (b, h, s, h_d) are views, not copies."""
+    x = torch.randn(2, 10, 3, 8, generator=gen).transpose(1, 2)
+    for layout in ("interleaved", "half"):
+        rope = RotaryEmbedding(8, layout=layout)
+        torch.testing.assert_close(rope.rotate(x), rope.rotate(x.contiguous()), rtol=0, atol=1e-6)
+
+
+def test_forward_rotates_q_and_k_with_different_head_counts(gen):
+    rope = RotaryEmbedding(8)
+    q, k = torch.randn(2, 4, 6, 8, generator=gen), torch.randn(2, 1, 6, 8, generator=gen)
+    q_rot, k_rot = rope(q, k, offset=2)
+    torch.testing.assert_close(q_rot, rope.rotate(q, 2), rtol=0, atol=0)
+    torch.testing.assert_close(k_rot, rope.rotate(k, 2), rtol=0, atol=0)
+
+
+def test_cos_sin_are_cached_not_recomputed():
+    rope = RotaryEmbedding(8, max_len=64)
+    cos1, _ = rope.cos_sin(10, dtype=torch.float16)
+    cos2, _ = rope.cos_sin(20, offset=5, dtype=torch.float16)
+    assert cos1.untyped_storage().data_ptr() == cos2.untyped_storage().data_ptr()
+    cos32, sin32 = rope.cos_sin(3)
+    assert cos32.dtype == torch.float32
+    angles = torch.arange(3, dtype=torch.float64)[:, None] * theta(8)
+    torch.testing.assert_close(cos32.double(), angles.cos(), rtol=0, atol=1e-7)
+    torch.testing.assert_close(sin32.double(), angles.sin(), rtol=0, atol=1e-7)
+    grown, _ = rope.cos_sin(10, offset=100)  # past max_len: the cache grows
+    torch.testing.assert_close(grown, RotaryEmbedding(8, max_len=256).cos_sin(10, offset=100)[0], rtol=0, atol=0)
+
+
+# --- context extension --------------------------------------------------------------------------------------
+
+
+def test_linear_interpolation_divides_positions_by_the_factor(gen):
+    x = torch.randn(1, 1, 64, 16, generator=gen, dtype=torch.float64)
+    rope = RotaryEmbedding(16, rope_scaling={"rope_type": "linear", "factor": 4.0})
+    expected = reference_interleaved(x, torch.arange(64) / 4.0, theta(16))
+    torch.testing.assert_close(rope.rotate(x), expected, **TABLE_TOL)
+
+
+def test_ntk_base_formula_and_its_extremes():
+    hd, base, factor = 64, 10000.0, 8.0
+    assert ntk_base(base, hd, factor) == pytest.approx(base * factor ** (64 / 62), rel=1e-14)
+    freqs, attention = rope_parameters(hd, base, {"rope_type": "ntk", "factor": factor})
+    assert attention == 1.0
+    assert freqs[0].item() == 1.0  # the fastest pair keeps its frequency (extrapolates)
+    assert freqs[-1].item() == pytest.approx(theta(hd, base)[-1].item() / factor, rel=1e-12)  # the slowest interpolates
+
+
+def hf_dynamic_base(base, dim, factor, seq_len, max_pos):
+    seq_len = seq_len if seq_len > max_pos else max_pos
+    return base * ((factor * seq_len / max_pos) - (factor - 1)) ** (dim / (dim - 2))
+
+
+@pytest.mark.parametrize("seq_len", [10, 128, 129, 300, 1024])
+def test_dynamic_ntk_base(seq_len):
+    expected = hf_dynamic_base(10000.0, 32, 2.0, seq_len, 128)
+    assert dynamic_ntk_base(10000.0, 32, 2.0, seq_len, 128) == pytest.approx(expected, rel=1e-14)
+    if seq_len <= 128:
+        assert expected == 10000.0
+
+
+def test_dynamic_module_is_plain_up_to_the_original_length_then_grows(gen):
+    scaling = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 32}
+    rope = RotaryEmbedding(16, rope_scaling=scaling, max_len=8)
+    x = torch.randn(1, 1, 32, 16, generator=gen, dtype=torch.float64)
+    torch.testing.assert_close(rope.rotate(x), reference_interleaved(x, torch.arange(32), theta(16)), **TABLE_TOL)
+    long = torch.randn(1, 1, 100, 16, generator=gen, dtype=torch.float64)
+    grown = theta(16, hf_dynamic_base(10000.0, 16, 2.0, 100, 32))
+    torch.testing.assert_close(rope.rotate(long), reference_interleaved(long, torch.arange(100), grown), **TABLE_TOL)
+    # decoding one token at position 100 uses the base for 101 tokens
+    step = long[:, :, :1]
+    torch.testing.assert_close(rope.rotate(step, offset=100), reference_interleaved(
+        step, torch.tensor([100]), theta(16, hf_dynamic_base(10000.0, 16, 2.0, 101, 32))), **TABLE_TOL)
+    torch.testing.assert_close(rope.rotate(x), reference_interleaved(x, torch.arange(32), theta(16)), **TABLE_TOL)
+
+
+def hf_yarn(dim, base, factor, max_pos, beta_fast=32, beta_slow=1, truncate=True):
+    """Plain-Python YaRN frequencies, after transformers' _compute_yarn_parameters."""
+    def correction_dim(rotations):
+        return (dim * math.log(max_pos / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    out = []
+    for i in range(dim // 2):
+        ramp = min(max((i - low) / (high - low), 0.0), 1.0)
+        extrapolation = 1 - ramp
+        pos_freq = base ** (2 * i / dim)
+        out.append((1 / (factor * pos_freq)) * (1 - extrapolation) + (1 / pos_freq) * extrapolation)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("dim, base, factor, max_pos, beta_fast, beta_slow, truncate", [
+    (128, 10000.0, 4.0, 4096, 32, 1, True),     # LLaMA-2-like
+    (64, 500000.0, 8.0, 8192, 32, 1, True),
+    (16, 10000.0, 4.0, 64, 32, 1, True),        # the chapter's tiny model
+    (64, 10000.0, 16.0, 2048, 16, 2, False),
+])
+def test_yarn_matches_the_reference_formula(dim, base, factor, max_pos, beta_fast, beta_slow, truncate):
+    expected = hf_yarn(dim, base, factor, max_pos, beta_fast, beta_slow, truncate)
+    got = yarn_frequencies(dim, base, factor, max_pos, beta_fast, beta_slow, truncate)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=0)
+    scaling = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": max_pos,
+               "beta_fast": beta_fast, "beta_slow": beta_slow, "truncate": truncate}
+    freqs, attention = rope_parameters(dim, base, scaling)
+    torch.testing.assert_close(freqs, expected, rtol=1e-12, atol=0)
+    assert attention == pytest.approx(0.1 * math.log(factor) + 1.0, rel=1e-14)
+
+
+def test_yarn_keeps_fast_pairs_and_interpolates_slow_ones():
+    dim, base, factor, max_pos = 128, 10000.0, 8.0, 4096
+    rotations = max_pos * theta(dim, base) / (2 * math.pi)
+    ramp = yarn_ramp(dim, base, max_pos)
+    freqs = yarn_frequencies(dim, base, factor, max_pos)
+    assert torch.all(ramp[rotations > 32] == 0) and torch.all(ramp[rotations < 1] == 1)
+    assert torch.all(ramp.diff() >= 0)
+    torch.testing.assert_close(freqs[rotations > 32], theta(dim, base)[rotations > 32], rtol=1e-15, atol=0)
+    torch.testing.assert_close(freqs[rotations < 1], theta(dim, base)[rotations < 1] / factor, rtol=1e-14, atol=0)
+
+
+def test_yarn_attention_factor_scales_cos_and_sin(gen):
+    scaling = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 256}
+    rope = RotaryEmbedding(32, rope_scaling=scaling)
+    assert rope.attention_factor == pytest.approx(0.1 * math.log(8) + 1, rel=1e-14)
+    assert yarn_attention_factor(1.0) == 1.0
+    x = torch.randn(1, 1, 10, 32, generator=gen, dtype=torch.float64)
+    torch.testing.assert_close(rope.rotate(x).norm(dim=-1), rope.attention_factor * x.norm(dim=-1), rtol=1e-6, atol=0)
+    cos, sin = rope.cos_sin(10)
+    torch.testing.assert_close(cos.double() ** 2 + sin.double() ** 2,
+                               torch.full((10, 16), rope.attention_factor ** 2, dtype=torch.float64),
+                               rtol=1e-6, atol=0)
+    custom = RotaryEmbedding(32, rope_scaling={**scaling, "attention_factor": 1.0})
+    assert custom.attention_factor == 1.0
+
+
+@pytest.mark.parametrize("scaling", [
+    {"rope_type": "linear", "factor": 1.0},
+    {"rope_type": "ntk", "factor": 1.0},
+    {"rope_type": "yarn", "factor": 1.0, "original_max_position_embeddings": 64},
+    {"type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 512},  # within the original length
+])
+def test_factor_one_is_plain_rope(gen, scaling):
+    x = torch.randn(2, 2, 100, 16, generator=gen)
+    plain = RotaryEmbedding(16).rotate(x)
+    torch.testing.assert_close(RotaryEmbedding(16, rope_scaling=scaling).rotate(x), plain, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(head_dim=7), "head_dim must be a positive even integer"),
+    (dict(head_dim=8, base=1.0), "base must be greater than 1"),
+    (dict(head_dim=8, layout="rotate_half"), "layout must be one of"),
+    (dict(head_dim=8, max_len=0), "max_len must be a positive integer"),
+    (dict(head_dim=8, rope_scaling={"rope_type": "longrope", "factor": 2.0}), "rope_type'] must be one of"),
+    (dict(head_dim=8, rope_scaling={"rope_type": "yarn", "factor": 2.0}),
+     r"missing \['original_max_position_embeddings'\]"),
+    (dict(head_dim=8, rope_scaling={"rope_type": "linear", "factor": 2.0, "beta_fast": 3}), r"unknown \['beta_fast'\]"),
+    (dict(head_dim=8, rope_scaling={"rope_type": "linear", "factor": 0.5}), "factor'] must be >= 1"),
+    (dict(head_dim=8, rope_scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 0}),
+     "must be a positive integer"),
+    (dict(head_dim=2, rope_scaling={"rope_type": "ntk", "factor": 2.0}), "head_dim > 2"),
+])
+def test_bad_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding(**kwargs)
+
+
+def test_bad_inputs():
+    rope = RotaryEmbedding(8)
+    with pytest.raises(TypeError, match="floating-point"):
+        rope.rotate(torch.zeros(1, 1, 4, 8, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"x.transpose\(1, 2\)"):
+        rope.rotate(torch.zeros(1, 4, 8))
+    with pytest.raises(ValueError, match="head_dim=8"):
+        rope.rotate(torch.zeros(1, 1, 4, 6))
+    with pytest.raises(ValueError, match="offset must be >= 0"):
+        rope.rotate(torch.zeros(1, 1, 4, 8), offset=-1)
+    with pytest.raises(ValueError, match="offset must be >= 0"):
+        rope.cos_sin(4, offset=-2)
+    with pytest.raises(ValueError, match="same positions"):
+        rope(torch.zeros(1, 1, 4, 8), torch.zeros(1, 1, 5, 8))
