@@ -6,9 +6,9 @@ Batch first throughout: ids ``(batch, seq)``, activations ``(batch, seq, d_model
 from .alibi import alibi_bias, alibi_slopes
 from .fusion import TransformerEmbedding
 from .learned import LearnedPositionalEmbedding
+from .multilingual import MultilingualEmbedding
 from .relative import RelativePositionBias, relative_position_bucket
 from .rotary import RotaryEmbedding, layout_permutation, rope_frequencies, rope_parameters
-from .multilingual import MultilingualEmbedding
 from .runtime import deterministic, pick_device, seed_everything, setup
 from .sinusoidal import SinusoidalPositionalEncoding, inverse_frequencies, offset_rotation, sinusoidal_table
 from .token import TokenEmbedding, init_table_, tie_weights
@@ -16,9 +16,9 @@ from .token import TokenEmbedding, init_table_, tie_weights
 __version__ = "0.1.0"
 __all__ = [
     "LearnedPositionalEmbedding",
+    "MultilingualEmbedding",
     "RelativePositionBias",
     "RotaryEmbedding",
-    "MultilingualEmbedding",
     "SinusoidalPositionalEncoding",
     "TokenEmbedding",
     "TransformerEmbedding",
