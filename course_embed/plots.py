@@ -278,3 +278,60 @@ def animate_pairs(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), pos
 
 
 # --- chapter 4: fusion ------------------------------------------------------------------------------------------
+
+
+def _series(name: str, values, length: int | None = None, positive: bool = False) -> list[float]:
+    values = [float(v) for v in values]
+    if not values or (length is not None and len(values) != length):
+        raise ValueError(f"{name} must hold {length or 'at least one'} values, got {len(values)}")
+    if positive and min(values) <= 0:
+        raise ValueError(f"{name} must be positive for a log axis, got {min(values)}")
+    return values
+
+
+def plot_fusion_probe(d_models: list[int], accuracies: dict[str, list[float]], chance: float):
+    """Probe accuracy against the width ``d`` (log axis), one line per label, with the chance level dotted.
+
+    Args:
+        d_models: the widths measured.
+        accuracies: ``{label: one accuracy per width}``, e.g. from :func:`~course_embed.analysis.fusion_probe`.
+        chance: accuracy of a uniform guess, ``1 / classes``.
+    """
+    d_models = _series("d_models", d_models, positive=True)
+    if not accuracies:
+        raise ValueError("accuracies is empty; pass {label: [one accuracy per d_model]}")
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    for label, values in accuracies.items():
+        ax.plot(d_models, _series(f"accuracies[{label!r}]", values, len(d_models)), marker="o", label=label)
+    ax.axhline(chance, color="gray", linestyle=":", label="chance")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(d_models, [str(int(d)) for d in d_models])
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("model width d")
+    ax.set_ylabel("held-out accuracy")
+    ax.set_title("Recovering the position from the fused vector with a linear probe")
+    ax.legend(fontsize=8, loc="center right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_dropout_average(n_samples: list[int], measured: list[float], predicted: list[float]):
+    """Relative error of the average of ``n`` dropout samples against the eval output (log-log), with theory.
+
+    ``measured`` from :func:`~course_embed.analysis.dropout_statistics`, ``predicted`` from
+    :func:`~course_embed.analysis.binomial_mean_abs_error`; both fall as ``1 / sqrt(n)``.
+    """
+    n_samples = _series("n_samples", n_samples, positive=True)
+    measured = _series("measured", measured, len(n_samples), positive=True)
+    predicted = _series("predicted", predicted, len(n_samples), positive=True)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(n_samples, predicted, color="black", linestyle="--", label="exact expectation (binomial)")
+    ax.plot(n_samples, measured, "o", color="tab:red", label="measured")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("dropout masks averaged, n")
+    ax.set_ylabel("mean |average - eval| / mean |eval|")
+    ax.set_title("The average over masks converges to the eval output")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
