@@ -177,7 +177,8 @@ def logit_stats(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tenso
         raise ValueError(f"targets must have shape {tuple(hidden.shape[:-1])} (hidden without its last dimension), "
                          f"got {tuple(targets.shape)}")
     logits = hidden.detach().double().reshape(-1, hidden.shape[-1]) @ weight.detach().double().T  # (n, v)
-    loss = torch.nn.functional.cross_entropy(logits, targets.reshape(-1).to(logits.device))
+    target_logits = logits.gather(1, targets.reshape(-1, 1).to(logits.device)).squeeze(1)  # (n,)
+    loss = (torch.logsumexp(logits, dim=-1) - target_logits).mean()
     top = logits.softmax(dim=-1).amax(dim=-1).mean()
     return LogitStats(logits.std().item(), loss.item(), top.item())
 

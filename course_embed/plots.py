@@ -56,7 +56,7 @@ def plot_row_norms(norms: dict[str, tuple[float, float]], position_norm: float, 
     ax.set_yscale("log")
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel(f"RMS row norm (d = {d_model})")
-    ax.set_title(r"Only the small inits land near the position norm after $\times\sqrt{d}$")
+    ax.set_title(r"The same $\times\sqrt{d}$ puts each init somewhere else")
     ax.legend(fontsize=8, loc="upper right")
     ax.margins(y=0.25)
     fig.tight_layout()
@@ -73,20 +73,22 @@ def plot_norm_ratio(d_models: list[int], ratios: dict[str, list[float]]):
     widths = _check_series("d_models", d_models, positive=True)
     if not ratios:
         raise ValueError("ratios is empty; pass {label: [ratio at each d]} for at least one line")
-    fig, ax = plt.subplots(figsize=(7, 3.2))
-    for label, values in ratios.items():
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    styles = [("-", "o", 7), ("--", "s", 6), (":", "^", 9), ("-.", "x", 7)]  # distinct, so equal lines stay visible
+    for k, (label, values) in enumerate(ratios.items()):
         values = _check_series(f"ratios[{label!r}]", values, positive=True)
         if len(values) != len(widths):
             raise ValueError(f"ratios[{label!r}] has {len(values)} values for {len(widths)} widths in d_models")
-        ax.plot(widths, values, marker="o", label=label)
-    ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="equal norms")
+        linestyle, marker, size = styles[k % len(styles)]
+        ax.plot(widths, values, linestyle=linestyle, marker=marker, markersize=size, label=label)
+    ax.axhline(1.0, color="gray", linestyle="--", linewidth=1, label="equal norms")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(widths, [str(int(w)) for w in widths])
     ax.set_xlabel("d_model")
     ax.set_ylabel("token norm / position norm")
     ax.set_title(r"With N(0, 1), $\times\sqrt{d}$ buries the position deeper as $d$ grows")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
 
@@ -113,9 +115,8 @@ def plot_probe_accuracy(labels: list[str], accuracies: list[float], chance: floa
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set_xlim(0, 1.12)
-    ax.set_xlabel("test accuracy of the position probe")
+    ax.set_xlabel(f"test accuracy of the position probe (dashed line: chance, {chance:.1%})")
     ax.set_title("Can a linear probe read the position from token + position?")
-    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 
