@@ -3,10 +3,12 @@
 Batch first throughout: ids ``(batch, seq)``, activations ``(batch, seq, d_model)``.
 """
 
+from . import bench
 from .alibi import alibi_bias, alibi_slopes
 from .fusion import TransformerEmbedding
 from .learned import LearnedPositionalEmbedding
 from .multilingual import MultilingualEmbedding
+from .parallel import VocabParallelEmbedding
 from .relative import RelativePositionBias, relative_position_bucket
 from .rotary import RotaryEmbedding, layout_permutation, rope_frequencies, rope_parameters
 from .runtime import deterministic, pick_device, seed_everything, setup
@@ -22,8 +24,10 @@ __all__ = [
     "SinusoidalPositionalEncoding",
     "TokenEmbedding",
     "TransformerEmbedding",
+    "VocabParallelEmbedding",
     "alibi_bias",
     "alibi_slopes",
+    "bench",
     "deterministic",
     "init_table_",
     "inverse_frequencies",

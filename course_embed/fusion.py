@@ -8,16 +8,22 @@ Shapes: ``b`` batch, ``s`` sequence, ``d`` model width, ``d_p`` position width (
 vector with a ``(s, d_p)`` position vector, so the output width is ``d`` either way. ``norm`` is an optional
 LayerNorm (BERT applies one here; the original model does not). Schemes that act inside attention (RoPE, ALiBi,
 T5 bias) add nothing at the input: use ``position=None`` and apply them in attention.
+
+Speed (chapter 6): with ``fusion="add"`` the token lookup, the ``sqrt(d)`` scale and the position rows are fused
+(:meth:`~course_embed.token.TokenEmbedding.lookup_add`: gather, then one in-place add), and ``compile=True`` hands
+the same computation to ``torch.compile``, which emits a single pass over memory.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_positions
+from .checks import check_ids, check_positions
 from .learned import LearnedPositionalEmbedding
 from .sinusoidal import SinusoidalPositionalEncoding
 from .token import Init, TokenEmbedding
@@ -42,6 +48,9 @@ class TransformerEmbedding(nn.Module):
         init: token table init, see :class:`~course_embed.token.TokenEmbedding`.
         base: sinusoidal wavelength base.
         d_position: width ``d_p`` of the position part with ``fusion="concat"`` (default ``d // 2``).
+        sparse: sparse gradients for the token table (see :class:`~course_embed.token.TokenEmbedding`).
+        compile: compute lookup, scale and position add with ``torch.compile`` (one fused kernel; the first call
+            compiles, which needs a C++ compiler on CPU). Id checks stay eager. Not combinable with ``sparse``.
 
     Shapes:
         ``forward(ids, offset)``: ids ``(b, s)`` -> ``(b, s, d)``; positions are ``offset .. offset + s - 1``.
@@ -50,7 +59,8 @@ class TransformerEmbedding(nn.Module):
     def __init__(self, vocab_size: int, d_model: int, position: Literal["sinusoidal", "learned"] | None = "sinusoidal",
                  fusion: Literal["add", "concat"] = "add", dropout: float = 0.1, layer_norm: bool = False,
                  padding_idx: int | None = None, max_len: int = 512, scale: bool = True, init: Init | None = None,
-                 base: float = 10000.0, d_position: int | None = None, device=None, dtype=None):
+                 base: float = 10000.0, d_position: int | None = None, device=None, dtype=None,
+                 sparse: bool = False, compile: bool = False):
         super().__init__()
         if position not in POSITIONS:
             raise ValueError(f"position must be one of {POSITIONS}, got {position!r}; RoPE, ALiBi and T5 bias act "
@@ -60,14 +70,17 @@ class TransformerEmbedding(nn.Module):
         if fusion == "concat" and position is None:
             raise ValueError("fusion='concat' needs a position scheme to concatenate; use fusion='add' with "
                              "position=None")
+        if compile and sparse:
+            raise ValueError("compile=True does not support sparse=True (torch.compile has no sparse embedding "
+                             "gradient); use one or the other")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be a probability in [0, 1), got {dropout}")
         d_position = d_model if fusion == "add" else (d_position or d_model // 2)
         if fusion == "concat" and not 0 < d_position < d_model:
             raise ValueError(f"d_position must be in (0, d_model={d_model}) with fusion='concat', got {d_position}")
-        self.d_model, self.position, self.fusion = d_model, position, fusion
+        self.d_model, self.position, self.fusion, self.compile = d_model, position, fusion, compile
         self.token = TokenEmbedding(vocab_size, d_model if fusion == "add" else d_model - d_position,
-                                    padding_idx, scale, init, device=device, dtype=dtype)
+                                    padding_idx, scale, init, device=device, dtype=dtype, sparse=sparse)
         if position == "sinusoidal":
             self.positions = SinusoidalPositionalEncoding(d_position, max_len, base, device=device)
         elif position == "learned":
@@ -84,13 +97,36 @@ class TransformerEmbedding(nn.Module):
             raise ValueError(f"ids must have shape (batch, seq), got {shape}; for one sequence use ids.unsqueeze(0)")
         if self.position == "learned":
             check_positions(ids.shape[1], offset, self.positions.max_len, batch=ids.shape[0], name="ids")
-        h = self.token(ids)  # (b, s, d) or (b, s, d - d_p)
-        if self.fusion == "add":
-            h = self.positions(h, offset) if self.positions is not None else h
+        if self.fusion == "add" and self.positions is not None:
+            weight = self.token.weight
+            pe = self.positions.encoding(ids.shape[1], offset, dtype=weight.dtype, device=weight.device)  # (s, d)
+            if self.compile:
+                check_ids(ids, self.token.vocab_size)
+                h = _compiled_lookup_add()(ids, weight, pe, self.token.multiplier, self.token.padding_idx)
+            else:
+                h = self.token.lookup_add(ids, pe)  # (b, s, d): gather, then one in-place add
         else:
-            pe = self.positions.encoding(ids.shape[1], offset, dtype=h.dtype, device=h.device)  # (s, d_p)
-            h = torch.cat((h, pe.expand(ids.shape[0], -1, -1)), dim=-1)
+            h = self.token(ids)  # (b, s, d), or (b, s, d - d_p) with concat
+            if self.fusion == "concat":
+                pe = self.positions.encoding(ids.shape[1], offset, dtype=h.dtype, device=h.device)  # (s, d_p)
+                h = torch.cat((h, pe.expand(ids.shape[0], -1, -1)), dim=-1)
         return self.dropout(self.norm(h))
 
     def extra_repr(self) -> str:
-        return f"position={self.position!r}, fusion={self.fusion!r}"
+        return f"position={self.position!r}, fusion={self.fusion!r}" + (", compile=True" if self.compile else "")
+
+
+def lookup_add_reference(ids: torch.Tensor, weight: torch.Tensor, pe: torch.Tensor, scale: float,
+                         padding_idx: int | None = None) -> torch.Tensor:
+    """The textbook input layer ``W[ids] * scale + pe``: ids ``(b, s)``, weight ``(v, d)``, pe ``(s, d)`` -> ``(b, s, d)``.
+
+    Eager, it makes three passes and allocates three ``(b, s, d)`` tensors; ``torch.compile`` turns it into one
+    loop that reads each row once and writes each output once (``compile=True``).
+    """
+    return F.embedding(ids, weight, padding_idx) * scale + pe
+
+
+@functools.cache
+def _compiled_lookup_add():
+    # built on first use: importing the package must not start the compiler
+    return torch.compile(lookup_add_reference, dynamic=False)

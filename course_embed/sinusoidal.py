@@ -91,7 +91,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         ``offset .. offset + s - 1``.
 
     The cache is float32; outputs follow ``x``'s device and dtype by casting it, never by computing angles in
-    half precision. Reference: :func:`sinusoidal_table`, itself tested against a float64 closed form.
+    half precision. The cast table is kept per (dtype, device), so a bfloat16 model does not pay an ``(s, d)``
+    conversion on every call. Reference: :func:`sinusoidal_table`, itself tested against a float64 closed form.
     """
 
     table: torch.Tensor
@@ -100,6 +101,19 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         self.d_model, self.base = d_model, base
         self.register_buffer("table", sinusoidal_table(max_len, d_model, base, device=device), persistent=False)
+        self._casts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (dtype, device) -> (source, cast)
+
+    def _table_as(self, dtype, device) -> torch.Tensor:
+        """The whole cached table in ``dtype`` on ``device``, cast once and reused until the table changes."""
+        device = torch.device(device) if device is not None else None
+        if (dtype is None or dtype == self.table.dtype) and (device is None or device == self.table.device):
+            return self.table
+        key = (dtype, device)
+        source, cast = self._casts.get(key, (None, None))
+        if source is not self.table:  # first use, or the table grew or moved (module.to) since
+            cast = self.table.to(device=device, dtype=dtype)
+            self._casts[key] = (self.table, cast)
+        return cast
 
     def encoding(self, length: int, offset: int = 0, *, dtype=None, device=None) -> torch.Tensor:
         """Rows for positions ``offset .. offset + length - 1``: ``(length, d)``, cast to ``dtype``/``device``."""
@@ -109,7 +123,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         if end > self.table.shape[0]:
             new_len = max(end, 2 * self.table.shape[0])
             self.table = sinusoidal_table(new_len, self.d_model, self.base, device=self.table.device)
-        return self.table[offset:end].to(device=device, dtype=dtype)
+        return self._table_as(dtype, device)[offset:end]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Return ``x + PE[offset : offset + s]`` for ``x`` of shape ``(b, s, d)``."""

@@ -11,6 +11,11 @@ Two facts the popular write-ups get wrong, measured in chapters 1 and 2:
 * The ``sqrt(d)`` factor of Vaswani et al. belongs with a table of std ``d**-0.5`` that is shared with the
   pre-softmax layer: ``sqrt(d) * N(0, 1/d)`` has unit RMS. Applied to an N(0, 1) table it makes token
   vectors ``sqrt(2 d)`` times larger than a sinusoidal position vector (32x at d = 512).
+
+Speed (chapter 6): a lookup moves memory and does no arithmetic, so its cost is bytes moved / bandwidth. The
+textbook ``emb(ids) * sqrt(d) + pe`` makes three passes over a ``(b, s, d)`` tensor and allocates three of them;
+:meth:`TokenEmbedding.lookup_add` gathers into the output and adds the position rows in place with the scale
+folded in (two passes, one allocation), and scales in place when there is nothing to add.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from torch.autograd.function import once_differentiable
 
 from .checks import check_ids
 
@@ -67,15 +74,19 @@ class TokenEmbedding(nn.Module):
             (N(0, d**-0.5)). Default: ``"scaled_normal"`` when ``scale`` is on, so the output has unit RMS,
             else ``"normal"``.
         device, dtype: of the table.
+        sparse: return a sparse ``(v, d)`` gradient holding only the looked-up rows (as ``nn.Embedding``); for
+            large vocabularies with ``torch.optim.SGD`` or ``torch.optim.SparseAdam``. The optimizer state
+            (Adam's two moments) is still dense ``(v, d)``.
 
     Shapes:
         ``forward(ids)``: ids ``(*)`` of integers (usually ``(b, s)``) -> ``(*, d)``.
+        ``lookup_add(ids, addend)``: ids ``(*)``, addend broadcastable to ``(*, d)`` -> ``(*, d)``.
 
     Reference: ``torch.nn.functional.embedding`` (tests compare against it and against ``one_hot(ids) @ W``).
     """
 
     def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None, scale: bool = True,
-                 init: Init | None = None, device=None, dtype=None):
+                 init: Init | None = None, device=None, dtype=None, sparse: bool = False):
         super().__init__()
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be a positive integer, got {vocab_size}")
@@ -85,7 +96,7 @@ class TokenEmbedding(nn.Module):
             raise ValueError(f"padding_idx={padding_idx} is outside the vocabulary [0, {vocab_size}); "
                              f"use an id in that range (e.g. 0), or None for no pad token")
         self.vocab_size, self.d_model = vocab_size, d_model
-        self.padding_idx, self.scale = padding_idx, scale
+        self.padding_idx, self.scale, self.sparse = padding_idx, scale, sparse
         self.init = init or ("scaled_normal" if scale else "normal")
         self.weight = nn.Parameter(torch.empty(vocab_size, d_model, device=device, dtype=dtype))
         self.reset_parameters()
@@ -102,12 +113,71 @@ class TokenEmbedding(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Look up ``ids`` ``(*)`` and return vectors ``(*, d)`` in the table's dtype."""
         check_ids(ids, self.vocab_size)
-        out = F.embedding(ids, self.weight, self.padding_idx)
-        return out * self.multiplier if self.scale else out
+        out = F.embedding(ids, self.weight, self.padding_idx, sparse=self.sparse)
+        # in place: the lookup's backward keeps only the ids, so scaling its fresh output saves a (*, d) temporary
+        return out.mul_(self.multiplier) if self.scale else out
+
+    def lookup_add(self, ids: torch.Tensor, addend: torch.Tensor) -> torch.Tensor:
+        """``forward(ids) + addend`` in two passes over memory instead of three (the fused input layer).
+
+        Args:
+            ids: integer ids ``(*)``, usually ``(b, s)``.
+            addend: a tensor of the table's dtype and device broadcastable to ``(*, d)``, usually the position
+                rows ``(s, d)``.
+
+        Returns:
+            ``(*, d)``, equal to ``W[ids] * multiplier + addend`` up to the rounding of one fused multiply-add.
+            Gradients reach the table (dense or sparse, as ``sparse``) and ``addend`` (summed over broadcast dims).
+        """
+        check_ids(ids, self.vocab_size)
+        if not isinstance(addend, torch.Tensor) or addend.dtype != self.weight.dtype:
+            kind = addend.dtype if isinstance(addend, torch.Tensor) else type(addend).__name__
+            raise TypeError(f"addend must be a tensor of the table's dtype {self.weight.dtype}, got {kind}; "
+                            f"cast it with addend.to({self.weight.dtype})")
+        shape = (*ids.shape, self.d_model)
+        try:
+            fits = torch.broadcast_shapes(addend.shape, shape) == shape
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(f"addend of shape {tuple(addend.shape)} does not broadcast to the output shape {shape}; "
+                             f"pass position rows of shape (seq, d_model) = {shape[-2:]}")
+        return _LookupAdd.apply(ids, self.weight, addend, self.multiplier, self.padding_idx, self.sparse)
 
     def extra_repr(self) -> str:
+        sparse = ", sparse=True" if self.sparse else ""
         return (f"{self.vocab_size}, {self.d_model}, padding_idx={self.padding_idx}, scale={self.scale}, "
-                f"init={self.init!r}")
+                f"init={self.init!r}{sparse}")
+
+
+class _LookupAdd(torch.autograd.Function):
+    """``W[ids] * scale + addend``: gather into the output buffer, then one in-place ``add`` with the scale folded in.
+
+    Backward: ``dW = embedding_backward(dout * scale)`` (dense or sparse), ``daddend = dout`` summed to its shape.
+    Reference: the textbook ``F.embedding(ids, W, padding_idx) * scale + addend`` (tests compare both ways).
+    """
+
+    @staticmethod
+    def forward(ctx, ids, weight, addend, scale: float, padding_idx: int | None, sparse: bool):
+        out = F.embedding(ids, weight, padding_idx)  # pass 1: (*, d), the only allocation
+        torch.add(addend, out, alpha=scale, out=out)  # pass 2: out = addend + scale * out, in place
+        ctx.save_for_backward(ids)
+        ctx.num_weights, ctx.addend_shape = weight.shape[0], addend.shape
+        ctx.scale, ctx.padding_idx, ctx.sparse = scale, padding_idx, sparse
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (ids,) = ctx.saved_tensors
+        grad_weight = grad_addend = None
+        if ctx.needs_input_grad[1]:
+            scaled = grad * ctx.scale if ctx.scale != 1.0 else grad
+            pad = -1 if ctx.padding_idx is None else ctx.padding_idx
+            grad_weight = torch.ops.aten.embedding_backward(scaled, ids, ctx.num_weights, pad, False, ctx.sparse)
+        if ctx.needs_input_grad[2]:
+            grad_addend = grad.sum_to_size(ctx.addend_shape)
+        return None, grad_weight, grad_addend, None, None, None
 
 
 def tie_weights(embedding: TokenEmbedding | nn.Embedding, output: nn.Linear) -> nn.Linear:

@@ -1,0 +1,209 @@
+"""Timing harness: time, achieved bandwidth and the fraction of a same-size copy, measured side by side.
+
+Shapes: ``b`` batch, ``s`` sequence, ``d`` model width, ``h`` heads, ``h_d`` head dim.
+
+An input layer does almost no arithmetic: it moves memory. Its speed limit is therefore
+
+    time >= bytes that must move / memory bandwidth,
+
+and the honest way to report a kernel is the bandwidth it achieves on the *minimum* bytes (what any
+implementation has to read and write), next to a plain copy of the same number of bytes timed in the same run:
+a copy is the fastest way to move bytes, so ``copy time / variant time`` says how close to the limit a variant is.
+
+:func:`compare` times every variant in interleaved rounds (variant A, B, ..., copy, then again), so a noisy
+neighbour slows all of them alike, and reports medians. CPU timings use ``torch.utils.benchmark.Timer`` with an
+explicit thread count; CUDA timings use CUDA events (no host synchronisation inside the timed loop).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch.utils import benchmark
+
+COPY = "copy"
+
+
+def embedding_bytes(batch: int, seq: int, d_model: int, itemsize: int) -> int:
+    """Minimum bytes an embedding + position layer moves: ``itemsize * (2 b s d + s d)``.
+
+    It must read ``b s`` table rows of ``d`` values and write the ``(b, s, d)`` output once, and read the ``(s, d)``
+    position rows once (ids are ignored: ``d`` times smaller).
+    """
+    return itemsize * (2 * batch * seq * d_model + seq * d_model)
+
+
+def rope_bytes(batch: int, heads: int, seq: int, head_dim: int, itemsize: int) -> int:
+    """Minimum bytes RoPE moves on ``q`` ``(b, h, s, h_d)``: ``itemsize * (2 b h s h_d + 2 s h_d)``.
+
+    Read ``q`` and write the result once, and read the cos and sin tables ``(s, h_d / 2)`` each (``2 s h_d`` values
+    at most, counting them at full head width as most implementations store them).
+    """
+    return itemsize * (2 * batch * heads * seq * head_dim + 2 * seq * head_dim)
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes held by ``t``: its elements, or for a sparse COO tensor its indices plus values (as stored)."""
+    if t.layout == torch.sparse_coo:
+        return tensor_bytes(t._indices()) + tensor_bytes(t._values())
+    return t.numel() * t.element_size()
+
+
+def saved_tensor_bytes(fn: Callable[[], torch.Tensor]) -> int:
+    """Bytes autograd keeps for the backward pass while running ``fn()`` (each distinct storage counted once).
+
+    This is the memory that gradient checkpointing could free; for an embedding lookup it is only the ids.
+    """
+    seen: dict[tuple, int] = {}
+
+    def pack(t: torch.Tensor):
+        if t.layout == torch.strided and t.device.type != "meta":
+            key = (t.untyped_storage().data_ptr(), t.device)
+            seen[key] = max(seen.get(key, 0), t.untyped_storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(seen.values())
+
+
+def time_cpu(fn: Callable[[], Any], number: int, threads: int) -> float:
+    """Seconds per call of ``fn`` over one block of ``number`` calls, on ``threads`` intra-op threads."""
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
+    return timer.timeit(number).mean
+
+
+def time_cuda(fn: Callable[[], Any], number: int, *, event_factory: Callable[[], Any] | None = None,
+              synchronize: Callable[[], None] | None = None) -> float:
+    """Seconds per call of ``fn`` over ``number`` calls, measured with CUDA events.
+
+    The two events are recorded on the stream around the loop, so the host never waits inside it; the end event
+    is then awaited. ``event_factory`` and ``synchronize`` default to ``torch.cuda.Event(enable_timing=True)`` and
+    ``torch.cuda.synchronize`` (the tests pass stand-ins to check the logic without a GPU).
+    """
+    event_factory = event_factory or functools.partial(torch.cuda.Event, enable_timing=True)
+    synchronize = synchronize or torch.cuda.synchronize
+    synchronize()  # start from an idle stream
+    start, end = event_factory(), event_factory()
+    start.record()
+    for _ in range(number):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / number  # elapsed_time is in milliseconds
+
+
+def make_copy(nbytes: int, device, dtype: torch.dtype = torch.float32) -> Callable[[], torch.Tensor]:
+    """A reference that moves ``nbytes``: copy a tensor of ``nbytes / 2`` bytes into a fresh one (read + write)."""
+    numel = max(1, nbytes // (2 * torch.empty((), dtype=dtype).element_size()))
+    src = torch.ones(numel, device=device, dtype=dtype)
+    return lambda: torch.empty_like(src).copy_(src)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One variant's result: median seconds per call over the rounds, and the per-round times."""
+
+    name: str
+    seconds: float
+    rounds: tuple[float, ...]
+    nbytes: int
+
+    @property
+    def gbps(self) -> float:
+        """Achieved bandwidth on the minimum bytes, in GB/s (1e9 bytes)."""
+        return self.nbytes / self.seconds / 1e9
+
+
+@dataclass(frozen=True)
+class BenchTable:
+    """Variants of one computation timed side by side, with a same-size copy and a baseline."""
+
+    title: str
+    rows: tuple[Row, ...]
+    baseline: str
+    clock: str
+    device: str
+
+    def row(self, name: str) -> Row:
+        """The row called ``name``."""
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise KeyError(f"no variant {name!r}; the table has {[r.name for r in self.rows]}")
+
+    def speedup(self, name: str) -> float:
+        """How many times faster ``name`` is than the baseline (ratio of medians)."""
+        return self.row(self.baseline).seconds / self.row(name).seconds
+
+    def of_copy(self, name: str) -> float:
+        """``copy time / variant time``: 1.0 means as fast as copying the same number of bytes."""
+        return self.row(COPY).seconds / self.row(name).seconds
+
+    def format(self) -> str:
+        """The table as aligned text: variant, median time, GB/s, fraction of copy, speedup over the baseline."""
+        width = max(len(r.name) for r in self.rows)
+        lines = [f"{self.title}  [{self.device}, {self.clock}, median of {len(self.rows[0].rounds)} rounds]",
+                 f"{'variant':<{width}}  {'median':>10}  {'GB/s':>7}  {'of copy':>7}  {'speedup':>7}"]
+        for r in self.rows:
+            lines.append(f"{r.name:<{width}}  {_fmt_time(r.seconds):>10}  {r.gbps:7.1f}  {self.of_copy(r.name):7.0%}  "
+                         f"{self.speedup(r.name):6.2f}x")
+        return "\n".join(lines)
+
+
+def _fmt_time(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def compare(variants: dict[str, Callable[[], Any]], nbytes: int, *, baseline: str, device=None,
+            dtype: torch.dtype = torch.float32, threads: int = 2, rounds: int = 7, block_seconds: float = 0.02,
+            title: str = "") -> BenchTable:
+    """Time ``variants`` side by side with a copy of ``nbytes``; return medians, GB/s, fraction of copy, speedups.
+
+    Args:
+        variants: name -> zero-argument callable doing one call of the computation (inputs prepared outside).
+        nbytes: minimum bytes the computation moves (:func:`embedding_bytes`, :func:`rope_bytes`).
+        baseline: the variant speedups are relative to (usually the textbook version).
+        device: where the inputs live (CPU timer or CUDA events); default CPU.
+        dtype: dtype of the copy reference.
+        threads: intra-op threads for CPU timing (set explicitly: the default depends on the machine).
+        rounds: interleaved rounds; each reports the mean of a block, the table the median of the blocks.
+        block_seconds: each block is calibrated to last at least this long.
+        title: first line of :meth:`BenchTable.format`.
+
+    Returns:
+        :class:`BenchTable` with one row per variant, plus ``"copy"``.
+    """
+    if baseline not in variants:
+        raise ValueError(f"baseline={baseline!r} is not one of the variants {list(variants)}; name the textbook "
+                         f"version you want speedups against")
+    if COPY in variants:
+        raise ValueError(f"{COPY!r} is reserved for the reference copy; rename that variant")
+    if rounds < 1 or threads < 1:
+        raise ValueError(f"rounds and threads must be >= 1, got rounds={rounds}, threads={threads}")
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    fns = dict(variants) | {COPY: make_copy(nbytes, device, dtype)}
+    if device.type == "cuda":
+        clock = time_cuda
+    else:
+        clock = functools.partial(time_cpu, threads=threads)
+    numbers = {}
+    for name, fn in fns.items():  # warm up, then size each block to last about block_seconds
+        fn()
+        numbers[name] = max(1, min(1 << 20, math.ceil(block_seconds / max(clock(fn, 1), 1e-9))))
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(clock(fn, numbers[name]))
+    rows = tuple(Row(name, statistics.median(ts), tuple(ts), nbytes) for name, ts in times.items())
+    return BenchTable(title, rows, baseline, "CUDA events" if device.type == "cuda" else f"{threads} threads",
+                      device.type)
+

@@ -1,0 +1,127 @@
+"""The timing harness: byte formulas, the table's arithmetic, CUDA-event timing logic. No wall-clock assertions."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_embed import bench
+
+
+def test_byte_formulas_count_each_tensor_once():
+    b, s, d = 32, 128, 512
+    out = torch.empty(b, s, d)
+    rows = torch.empty(b * s, d)  # gathered table rows
+    pe = torch.empty(s, d)
+    assert bench.embedding_bytes(b, s, d, 4) == sum(t.numel() * 4 for t in (out, rows, pe))
+    assert bench.embedding_bytes(b, s, d, 2) * 2 == bench.embedding_bytes(b, s, d, 4)
+    q = torch.empty(8, 12, 1024, 64)
+    cos = sin = torch.empty(1024, 64)
+    assert bench.rope_bytes(8, 12, 1024, 64, 4) == 4 * (2 * q.numel() + cos.numel() + sin.numel())
+
+
+def test_tensor_bytes_dense_and_sparse():
+    assert bench.tensor_bytes(torch.empty(10, 3, dtype=torch.float16)) == 60
+    emb = torch.nn.Embedding(1000, 8, sparse=True)
+    ids = torch.tensor([[1, 2, 2, 7]])
+    emb(ids).sum().backward()
+    grad = emb.weight.grad
+    assert grad.layout == torch.sparse_coo and not grad.is_coalesced()
+    # one stored row per looked-up id, repeats included: int64 indices (1 x 4) + float32 values (4 x 8)
+    assert bench.tensor_bytes(grad) == 4 * 8 + 4 * 8 * 4
+    assert bench.tensor_bytes(grad.coalesce()) == 3 * 8 + 3 * 8 * 4
+    assert bench.tensor_bytes(grad.to_dense()) == 1000 * 8 * 4
+
+
+def test_saved_tensor_bytes_of_a_lookup_is_the_ids():
+    weight = torch.randn(500, 64, requires_grad=True)
+    ids = torch.randint(0, 500, (4, 16))
+    assert bench.saved_tensor_bytes(lambda: F.embedding(ids, weight)) == ids.numel() * 8
+    x = torch.randn(4, 16, 64, requires_grad=True)
+    # tanh saves its output: one (4, 16, 64) float32 tensor
+    assert bench.saved_tensor_bytes(lambda: torch.tanh(x)) == x.numel() * 4
+
+
+class FakeEvent:
+    """Stands in for torch.cuda.Event: a clock that advances 2 ms per call of the timed function."""
+
+    clock = [0.0]
+
+    def __init__(self):
+        self.t = None
+        self.synced = False
+
+    def record(self):
+        self.t = FakeEvent.clock[0]
+
+    def synchronize(self):
+        self.synced = True
+
+    def elapsed_time(self, other):
+        assert other.synced, "elapsed_time read before the end event completed"
+        return (other.t - self.t) * 1e3  # milliseconds, as CUDA events report
+
+
+def test_time_cuda_divides_event_time_by_the_number_of_calls():
+    calls = []
+
+    def fn():
+        calls.append(1)
+        FakeEvent.clock[0] += 0.002
+
+    synced = []
+    seconds = bench.time_cuda(fn, 5, event_factory=FakeEvent, synchronize=lambda: synced.append(1))
+    assert len(calls) == 5 and synced
+    assert math.isclose(seconds, 0.002, rel_tol=1e-9)
+
+
+@pytest.mark.cuda
+def test_time_cuda_on_a_gpu():
+    x = torch.randn(1 << 20, device="cuda")
+    assert bench.time_cuda(lambda: x.mul(2.0), 3) > 0
+
+
+def table(seconds: dict[str, float], nbytes=1000) -> bench.BenchTable:
+    rows = tuple(bench.Row(n, s, (s, s), nbytes) for n, s in seconds.items())
+    return bench.BenchTable("demo", rows, "textbook", "2 threads", "cpu")
+
+
+def test_table_ratios_and_format():
+    t = table({"textbook": 4e-3, "fused": 1e-3, "copy": 5e-4})
+    assert t.speedup("fused") == 4.0 and t.speedup("textbook") == 1.0
+    assert t.of_copy("fused") == 0.5
+    assert math.isclose(t.row("fused").gbps, 1000 / 1e-3 / 1e9)
+    text = t.format()
+    assert "fused" in text and "4.00x" in text and "50%" in text and "1 ms" in text and "500 us" in text
+    with pytest.raises(KeyError, match="no variant 'nope'"):
+        t.row("nope")
+
+
+def test_compare_times_every_variant_and_the_copy(device):
+    x = torch.randn(256, 64, device=device)
+    result = bench.compare({"slow": lambda: (x * 2.0) + 1.0, "fast": lambda: torch.add(x, x)},
+                           bench.embedding_bytes(4, 64, 64, 4), baseline="slow", device=device, rounds=3,
+                           block_seconds=1e-3, title="demo")
+    assert [r.name for r in result.rows] == ["slow", "fast", "copy"]
+    for r in result.rows:
+        assert len(r.rounds) == 3 and r.seconds == sorted(r.rounds)[1] and r.seconds > 0
+    assert result.speedup("slow") == 1.0
+    assert result.format().startswith("demo  [")
+
+
+def test_make_copy_moves_the_requested_bytes():
+    copy = bench.make_copy(4000, "cpu")
+    out = copy()
+    assert out.numel() * 4 * 2 == 4000 and torch.all(out == 1)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(baseline="nope"), "baseline='nope' is not one of the variants"),
+    (dict(baseline="copy", variants={"copy": lambda: None}), "reserved"),
+    (dict(baseline="a", rounds=0), "rounds and threads must be >= 1"),
+])
+def test_compare_rejects_bad_arguments(kwargs, match):
+    args = dict(variants={"a": lambda: None}, nbytes=8) | kwargs
+    with pytest.raises(ValueError, match=match):
+        bench.compare(**args)
