@@ -31,15 +31,15 @@ class SinusoidalExplorer:
 
     def __init__(self, d_model: int = EXPLORER_DEFAULTS["d_model"], base: float = EXPLORER_DEFAULTS["base"],
                  positions: int = EXPLORER_DEFAULTS["positions"]):
-        style = {"description_width": "80px"}
+        style, layout = {"description_width": "80px"}, w.Layout(width="480px")
         self.d_model = w.IntSlider(value=d_model, min=8, max=512, step=8, description="d_model",
-                                   continuous_update=False, style=style)
+                                   continuous_update=False, style=style, layout=layout)
         self.base = w.FloatLogSlider(value=base, base=10, min=1, max=5, step=0.25, description="base",
-                                     continuous_update=False, style=style)
+                                     readout_format=".0f", continuous_update=False, style=style, layout=layout)
         self.positions = w.IntSlider(value=positions, min=10, max=1000, step=10, description="positions",
-                                     continuous_update=False, style=style)
+                                     continuous_update=False, style=style, layout=layout)
         self.image = w.Image(format="png")
-        self.widget = w.VBox([w.HBox([self.d_model, self.base, self.positions]), self.image])
+        self.widget = w.VBox([self.d_model, self.base, self.positions, self.image])
         for slider in (self.d_model, self.base, self.positions):
             slider.observe(self.redraw, names="value")
         self.redraw()
