@@ -759,3 +759,113 @@ def vocabulary_parameters(d_model: int, shared_vocab: int, per_language_vocab: S
         raise ValueError(f"vocabulary sizes must be positive, got shared_vocab={shared_vocab} and "
                          f"per_language_vocab={list(per_language_vocab)}")
     return {"shared": shared_vocab * d_model, "separate": sum(per_language_vocab) * d_model}
+
+
+# --- chapter 6: optimisation ------------------------------------------------------------------------------------
+
+
+def relative_error(approx: torch.Tensor, exact: torch.Tensor) -> dict[str, float]:
+    """Error of ``approx`` against ``exact`` (same shape), relative to the RMS of ``exact``, computed in float64.
+
+    ``rms`` is ``rms(approx - exact) / rms(exact)``; ``max`` is ``max |approx - exact| / rms(exact)``.
+    """
+    a, e = approx.detach().double(), exact.detach().double()
+    if a.shape != e.shape:
+        raise ValueError(f"approx and exact must have the same shape, got {tuple(a.shape)} and {tuple(e.shape)}")
+    scale = e.square().mean().sqrt()
+    diff = a - e
+    return {"rms": (diff.square().mean().sqrt() / scale).item(), "max": (diff.abs().max() / scale).item()}
+
+
+def lost_update_fraction(weight: torch.Tensor, step: float, dtype: torch.dtype) -> float:
+    """Fraction of weights stored in ``dtype`` that an update of ``+step`` leaves unchanged.
+
+    Round-to-nearest drops an update smaller than half the spacing of ``dtype`` around the weight: in bfloat16
+    (8 significant bits) a step of ``1e-4`` is lost on every weight with ``|w| >= 2**-5``. This is why mixed
+    precision keeps a float32 master copy of the weights.
+    """
+    stored = weight.detach().to(dtype)
+    updated = (stored.double() + step).to(dtype)  # exact sum, rounded once to the storage dtype
+    return (updated == stored).double().mean().item()
+
+
+class DictCacheEmbedding:
+    """An anti-pattern, kept to be measured: a Python dict of rows in front of an embedding.
+
+    ``__call__(ids)`` looks each id up in ``cache`` and calls the embedding for the ones it has not seen, one id
+    at a time. It is slower than the lookup it wraps (a dict access and a tensor per token against one gather for
+    the batch) and it returns stale rows once the table is trained: the cache holds copies.
+
+    Shapes: ids ``(b, s)`` -> ``(b, s, d)``.
+    """
+
+    def __init__(self, embedding: torch.nn.Module):
+        self.embedding, self.cache = embedding, {}
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        rows = []
+        for i in ids.flatten().tolist():
+            if i not in self.cache:
+                self.cache[i] = self.embedding(torch.tensor(i, device=ids.device))  # (d,), a copy of row i
+            rows.append(self.cache[i])
+        return torch.stack(rows).unflatten(0, ids.shape)
+
+
+def max_abs_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``max |a - b|`` in float64 (0.0 means equal): how far a cached or approximate result is from the truth."""
+    return (a.detach().double() - b.detach().double()).abs().max().item()
+
+
+def checkpoint_report(embedding: torch.nn.Module, ids: torch.Tensor) -> dict:
+    """What gradient checkpointing does to an embedding lookup ``embedding(ids)``, ids ``(b, s)``.
+
+    Returns ``output_bytes`` (the ``(b, s, d)`` activations people expect to save), ``saved_bytes`` (what autograd
+    keeps for the lookup's backward: only the ids, which checkpointing keeps too, to recompute), and for each way
+    of calling ``torch.utils.checkpoint.checkpoint`` (``"default"``: no ``use_reentrant``; ``"reentrant"``;
+    ``"non-reentrant"``): whether the output requires grad, whether ``out.sum().backward()`` gave the table a
+    gradient, and the warnings raised.
+    """
+    import warnings
+
+    from torch.utils.checkpoint import checkpoint
+
+    from . import bench
+
+    report = {"output_bytes": bench.tensor_bytes(embedding(ids)),
+              "saved_bytes": bench.saved_tensor_bytes(lambda: embedding(ids))}
+    for mode, kwargs in (("default", {}), ("reentrant", {"use_reentrant": True}),
+                         ("non-reentrant", {"use_reentrant": False})):
+        embedding.zero_grad(set_to_none=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = checkpoint(embedding, ids, **kwargs)
+            if out.requires_grad:
+                out.sum().backward()
+        report[mode] = {"requires_grad": out.requires_grad, "weight_grad": embedding.weight.grad is not None,
+                        "warnings": sorted({str(w.message) for w in caught})}
+    embedding.zero_grad(set_to_none=True)
+    return report
+
+
+def autocast_dtypes(device_type: str = "cpu", dtype: torch.dtype = torch.bfloat16) -> dict[str, torch.dtype]:
+    """Output dtypes under ``torch.autocast(device_type, dtype)``: an embedding lookup stays float32, a linear
+    layer runs in ``dtype``. Autocast changes the dtype of matrix multiplications, not of a gather."""
+    emb, linear = torch.nn.Embedding(10, 8), torch.nn.Linear(8, 8)
+    emb, linear = emb.to(device_type), linear.to(device_type)
+    ids = torch.arange(4, device=device_type)[None]
+    with torch.autocast(device_type, dtype=dtype):
+        looked_up = emb(ids)
+        projected = linear(looked_up)
+    return {"embedding": looked_up.dtype, "linear": projected.dtype}
+
+
+def embedding_bag_report(weight: torch.Tensor, ids: torch.Tensor) -> dict:
+    """``nn.EmbeddingBag(mode="mean")`` on ids ``(b, s)`` against the lookup ``(b, s, d)``.
+
+    Returns both output shapes and ``max |bag - lookup.mean(1)|``: a bag is one pooled vector per sequence, so
+    it cannot replace a per-token lookup (and it is not a faster one).
+    """
+    bag = torch.nn.functional.embedding_bag(ids, weight, mode="mean")  # (b, d)
+    lookup = torch.nn.functional.embedding(ids, weight)  # (b, s, d)
+    return {"bag_shape": tuple(bag.shape), "lookup_shape": tuple(lookup.shape),
+            "max_diff_to_mean": max_abs_difference(bag, lookup.mean(1))}

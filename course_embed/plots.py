@@ -336,3 +336,55 @@ def plot_dropout_average(n_samples: list[int], measured: list[float], predicted:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+# --- chapter 6: optimisation ------------------------------------------------------------------------------------
+
+
+def bench_bars(tables, *, metric: str = "of_copy"):
+    """Grouped bars, one group per :class:`~course_embed.bench.BenchTable`, one bar per variant (copy excluded).
+
+    ``metric`` is ``"of_copy"`` (copy time / variant time: 100% is the speed of a same-size copy) or ``"speedup"``
+    (over each table's baseline). Bars are labelled with their value.
+    """
+    if metric not in ("of_copy", "speedup"):
+        raise ValueError(f"metric must be 'of_copy' or 'speedup', got {metric!r}")
+    names = [r.name for r in tables[0].rows if r.name != "copy"]
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    width = 0.8 / len(names)
+    for k, name in enumerate(names):
+        values = [(t.of_copy(name) * 100 if metric == "of_copy" else t.speedup(name)) for t in tables]
+        xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(tables))]
+        bars = ax.bar(xs, values, width, label=name)
+        ax.bar_label(bars, fmt="%.0f%%" if metric == "of_copy" else "%.1fx", fontsize=7)
+    if metric == "of_copy":
+        ax.axhline(100, color="k", lw=0.8, ls="--")
+        ax.set_ylabel("speed, % of a same-size copy")
+    else:
+        ax.axhline(1, color="k", lw=0.8, ls="--")
+        ax.set_ylabel(f"speedup over {tables[0].baseline}")
+    ax.set_xticks(range(len(tables)), [t.title for t in tables], fontsize=8)
+    ax.legend(fontsize=8, ncol=len(names), loc="upper left")
+    ax.margins(y=0.15)
+    fig.tight_layout()
+    return fig
+
+
+def memory_per_rank_plot(vocab_sizes, d_model: int, world_sizes, *, itemsize: int = 4, optimizer: str = "adam"):
+    """Embedding memory per rank (weight + gradient + optimizer state, GiB) against the vocabulary size, one line
+    per world size, from :func:`course_embed.parallel.memory_per_rank`."""
+    from .parallel import memory_per_rank
+
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    for r in world_sizes:
+        gib = [memory_per_rank(v, d_model, r, itemsize, optimizer)["total"] / 2**30 for v in vocab_sizes]
+        ax.plot(vocab_sizes, gib, marker="o", ms=3, label=f"{r} rank{'s' if r > 1 else ''}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("vocabulary size")
+    ax.set_ylabel("GiB per rank")
+    ax.set_title(f"Embedding table, d = {d_model}, float{8 * itemsize} + {optimizer} state", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    return fig
