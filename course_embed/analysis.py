@@ -538,22 +538,23 @@ def mean_abs_cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     return torch.nn.functional.cosine_similarity(a, b, dim=-1).abs().mean().item()
 
 
-def lda_probe(features: torch.Tensor, labels: torch.Tensor, n_classes: int, train_fraction: float = 0.75,
-              tolerance: int = 0, ridge: float = 1e-6) -> float:
-    """Held-out accuracy of a linear probe (linear discriminant analysis) that reads ``labels`` from ``features``.
+def lda_predict(features: torch.Tensor, labels: torch.Tensor, n_classes: int, train_fraction: float = 0.75,
+                ridge: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fit a linear probe (linear discriminant analysis) on the first rows; predict the rest.
 
     Args:
         features: ``(n, d)``.
         labels: ``(n,)`` integers in ``[0, n_classes)``.
         n_classes: number of classes ``k``.
-        train_fraction: the first ``train_fraction * n`` rows fit the probe; the rest measure it.
-        tolerance: count a prediction as right when ``|predicted - label| <= tolerance`` (for ordered labels
-            such as positions).
+        train_fraction: the first ``train_fraction * n`` rows fit the probe; the other ``m`` rows are predicted.
         ridge: added to the shared covariance, relative to its mean diagonal, so it is always invertible.
+
+    Returns:
+        ``(predicted, true)`` labels of the held-out rows, two ``(m,)`` CPU tensors.
 
     The probe is Fisher's linear discriminant: class means ``mu_c`` and one within-class covariance ``S``; it
     predicts ``argmax_c x . S^-1 mu_c - mu_c . S^-1 mu_c / 2``, the Bayes rule for Gaussian classes with a shared
-    covariance. It is fitted in closed form, in float64 on the CPU, so the accuracy does not depend on the device.
+    covariance. It is fitted in closed form, in float64 on the CPU, so the result does not depend on the device.
     """
     if features.dim() != 2 or labels.shape != features.shape[:1]:
         raise ValueError(f"features must be (n, d) and labels (n,), got {tuple(features.shape)} and "
@@ -575,17 +576,26 @@ def lda_probe(features: torch.Tensor, labels: torch.Tensor, n_classes: int, trai
     cov += ridge * cov.diagonal().mean() * torch.eye(x.shape[1], dtype=x.dtype)
     weights = torch.linalg.solve(cov, means.T)  # (d, k)
     bias = -0.5 * (means * weights.T).sum(dim=1)  # (k,)
-    predicted = (x[n_train:] @ weights + bias).argmax(dim=1)
-    return ((predicted - y[n_train:]).abs() <= tolerance).double().mean().item()
+    return (x[n_train:] @ weights + bias).argmax(dim=1), y[n_train:]
+
+
+def lda_probe(features: torch.Tensor, labels: torch.Tensor, n_classes: int, train_fraction: float = 0.75,
+              tolerance: int = 0, ridge: float = 1e-6) -> float:
+    """Held-out accuracy of the linear probe :func:`lda_predict` reading ``labels`` from ``features`` ``(n, d)``.
+
+    A prediction counts as right when ``|predicted - label| <= tolerance`` (for ordered labels such as positions).
+    """
+    predicted, true = lda_predict(features, labels, n_classes, train_fraction, ridge)
+    return ((predicted - true).abs() <= tolerance).double().mean().item()
 
 
 def fusion_probe(model: TransformerEmbedding, batch: int, seq_len: int, generator: torch.Generator) -> dict[str, float]:
     """How well linear probes recover the token and the position from the vectors ``model`` produces.
 
     Random ids ``(batch, seq_len)`` (drawn with ``generator``) go through ``model``; each of the
-    ``batch * seq_len`` output vectors is one sample. :func:`lda_probe` is fitted on the first 75% of the sequences
-    and measured on the rest. Returns ``token`` (accuracy over ``vocab_size`` classes), ``position`` (over
-    ``seq_len`` classes) and ``position_within_1`` (off by at most one position).
+    ``batch * seq_len`` output vectors is one sample. The probes (:func:`lda_predict`) are fitted on the first 75%
+    of the sequences and measured on the rest. Returns ``token`` (accuracy over ``vocab_size`` classes),
+    ``position`` (over ``seq_len`` classes) and ``position_within_1`` (off by at most one position).
     """
     if model.training and any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
         raise ValueError("model is in training mode, so dropout would add noise to the probed vectors; "
@@ -595,9 +605,10 @@ def fusion_probe(model: TransformerEmbedding, batch: int, seq_len: int, generato
     with torch.no_grad():
         x = model(ids.to(model.token.weight.device)).flatten(0, 1)  # (batch * seq_len, d)
     positions = torch.arange(seq_len).repeat(batch)
-    return {"token": lda_probe(x, ids.flatten(), vocab_size),
-            "position": lda_probe(x, positions, seq_len),
-            "position_within_1": lda_probe(x, positions, seq_len, tolerance=1)}
+    predicted, true = lda_predict(x, positions, seq_len)
+    error = (predicted - true).abs()
+    return {"token": lda_probe(x, ids.flatten(), vocab_size), "position": (error == 0).double().mean().item(),
+            "position_within_1": (error <= 1).double().mean().item()}
 
 
 def fusion_gradients(model: TransformerEmbedding, ids: torch.Tensor,

@@ -301,7 +301,7 @@ def plot_fusion_probe(d_models: list[int], accuracies: dict[str, list[float]], c
     d_models = _series("d_models", d_models, positive=True)
     if not accuracies:
         raise ValueError("accuracies is empty; pass {label: [one accuracy per d_model]}")
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = plt.subplots(figsize=(8, 3.2))
     for label, values in accuracies.items():
         ax.plot(d_models, _series(f"accuracies[{label!r}]", values, len(d_models)), marker="o", label=label)
     ax.axhline(chance, color="gray", linestyle=":", label="chance")
@@ -311,7 +311,7 @@ def plot_fusion_probe(d_models: list[int], accuracies: dict[str, list[float]], c
     ax.set_xlabel("model width d")
     ax.set_ylabel("held-out accuracy")
     ax.set_title("Recovering the position from the fused vector with a linear probe")
-    ax.legend(fontsize=8, loc="center right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 

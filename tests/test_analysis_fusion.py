@@ -100,6 +100,13 @@ def test_lda_probe_equals_gaussian_bayes_rule(gen, tolerance):
     assert 1 / k < acc < 1
 
 
+def test_lda_predict_returns_the_held_out_rows(gen):
+    y = torch.randint(0, 4, (100,), generator=gen)
+    x = F.one_hot(y, 4).double() + 0.01 * torch.randn(100, 4, generator=gen, dtype=torch.float64)
+    predicted, true = analysis.lda_predict(x, y, 4, train_fraction=0.6)
+    assert torch.equal(true, y[60:]) and torch.equal(predicted, y[60:])
+
+
 def test_lda_probe_separable_and_unrelated_labels(gen):
     y = torch.randint(0, 10, (2000,), generator=gen)
     x = F.one_hot(y, 10).double() + 0.01 * torch.randn(2000, 10, generator=gen, dtype=torch.float64)
