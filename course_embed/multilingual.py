@@ -104,7 +104,7 @@ class MultilingualEmbedding(nn.Module):
         return self.languages.index(lang)
 
     def _language_tensor(self, lang, ids: torch.Tensor) -> torch.Tensor:
-        """``lang`` as a long tensor that broadcasts against ``ids`` ``(b, s)``: ``(1, 1)``, ``(b, 1)`` or ``(b, s)``."""
+        """``lang`` as a long tensor broadcasting against ids ``(b, s)``: ``(1, 1)``, ``(b, 1)`` or ``(b, s)``."""
         b = ids.shape[0]
         if isinstance(lang, str):
             return torch.tensor([[self.language_index(lang)]], device=ids.device)
