@@ -40,10 +40,11 @@ class BuiltSite:
 
 
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory) -> BuiltSite:
+def built_site(tmp_path_factory, worker_id) -> BuiltSite:
     """Build the book once per test run (shared by xdist workers through a file lock)."""
     root = Path(__file__).resolve().parents[1]
-    out = tmp_path_factory.getbasetemp().parent / "site"
+    run_temp = tmp_path_factory.getbasetemp()  # xdist workers get a folder inside this run's folder
+    out = (run_temp if worker_id == "master" else run_temp.parent) / "site"
     with FileLock(str(out) + ".lock"):
         log_file = out / "build.log"
         if not log_file.exists():

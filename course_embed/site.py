@@ -1,0 +1,321 @@
+"""Make the built site work offline: MathJax, the widget embedder and icon fonts are served from the site itself.
+
+A Sphinx extension, listed in ``_config.yml`` under ``sphinx.extra_extensions``. At build time it takes each package in
+``PACKAGES`` from the npm registry with ``npm pack``, checks the tarball against the integrity hash pinned here, unpacks
+it into a cache outside the repository (``asset_cache()``; later builds reuse it), and copies the files the site needs
+into ``_vendor/`` of the HTML output (outside ``_static/``, whose files Jupyter Book would load on every page). Then it
+points Sphinx's MathJax and myst-nb's ipywidgets embedder at those copies, rewrites the icon stylesheet that
+matplotlib's ``to_jshtml`` animations link from a CDN, and fails the build (a warning under ``-W``) if any page still
+loads a script, style, font or image from another host. Nothing is committed but the table below.
+
+    cache: $COURSE_EMBED_ASSET_CACHE, else $XDG_CACHE_HOME/course_embed/site-assets, else ~/.cache/course_embed/...
+    output: _build/html/_vendor/<package>-<version>/...
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+from docutils import nodes
+from filelock import FileLock
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+from sphinx.util import logging
+from sphinx.util.osutil import relative_uri
+
+logger = logging.getLogger(__name__)
+
+VENDOR = "_vendor"
+
+
+@dataclass(frozen=True)
+class Package:
+    """An npm package pinned by version and by the registry's integrity hash, and the files the site needs from it.
+
+    ``files`` are glob patterns relative to the package root; a pattern that names a folder copies the whole folder.
+    Each package's ``package.json`` (name, version, license) and license text travel with its files.
+    """
+
+    name: str
+    version: str
+    integrity: str
+    files: tuple[str, ...]
+
+    @property
+    def folder(self) -> str:
+        """Folder name in the cache and under ``_vendor/``, e.g. ``jupyter-widgets-html-manager-1.0.15``."""
+        return f"{self.name.lstrip('@').replace('/', '-')}-{self.version}"
+
+    def url(self, path: str) -> str:
+        """Site-root-relative URL of ``path`` inside this package, e.g. ``_vendor/mathjax-3.2.2/es5/...``."""
+        return f"{VENDOR}/{self.folder}/{path}"
+
+
+PACKAGES = {
+    # MathJax 3, the version Sphinx loads from a CDN by default; the combined TeX + MathML component with the CHTML
+    # fonts, the TeX extensions it autoloads, and the accessibility modules its menu loads on demand.
+    "mathjax": Package(
+        "mathjax", "3.2.2",
+        "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw==",
+        ("package.json", "LICENSE", "es5/tex-mml-chtml.js", "es5/input", "es5/output/chtml", "es5/a11y", "es5/sre", "es5/ui")),
+    # The loader that the ipywidgets embedder needs (myst-nb's default setup: require.js + embed-amd.js).
+    "requirejs": Package(
+        "requirejs", "2.3.8",
+        "sha512-7/cTSLOdYkNBNJcDMWf+luFvMriVm7eYxp4BcFCsAX0wF421Vyce5SXP17c+Jd5otXKGNehIonFlyQXSowL6Mw==",
+        ("package.json", "require.js")),
+    # Renders the widget state stored in a notebook (ipywidgets 8 protocol) on a static page; its fonts sit beside it.
+    "html-manager": Package(
+        "@jupyter-widgets/html-manager", "1.0.15",
+        "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA==",
+        ("package.json", "dist/embed.js.LICENSE.txt", "dist/embed-amd.js", "dist/*.woff2", "dist/*.woff", "dist/*.ttf", "dist/*.eot", "dist/*.svg")),
+    # The icons of matplotlib's animation controls (to_jshtml links Font Awesome 4 from a CDN).
+    "font-awesome": Package(
+        "font-awesome", "4.7.0",
+        "sha512-U6kGnykA/6bFmg1M/oT9EkFeIYv7JlX3bozwQJWiiLz6L0w3F5vBVPxHlwyX/vtNq1ckcpRKOB9f2Qal/VtFpg==",
+        ("package.json", "README.md", "css", "fonts")),
+}
+
+MATHJAX_JS = PACKAGES["mathjax"].url("es5/tex-mml-chtml.js")
+WIDGET_JS = (PACKAGES["requirejs"].url("require.js"), PACKAGES["html-manager"].url("dist/embed-amd.js"))
+
+# Remote files that notebook outputs link to, and the local copy each is replaced with.
+LOCAL_COPIES = {
+    "https://maxcdn.bootstrapcdn.com/font-awesome/4.4.0/css/font-awesome.min.css":
+        PACKAGES["font-awesome"].url("css/font-awesome.min.css"),
+}
+
+
+class AssetError(ExtensionError):
+    """A package the site serves could not be fetched, verified or unpacked."""
+
+
+def asset_cache() -> Path:
+    """The folder that holds unpacked packages, outside the repository."""
+    if os.environ.get("COURSE_EMBED_ASSET_CACHE"):
+        return Path(os.environ["COURSE_EMBED_ASSET_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "course_embed" / "site-assets"
+
+
+def _integrity(path: Path) -> str:
+    """The npm integrity string (``sha512-<base64>``) of a file."""
+    return "sha512-" + base64.b64encode(hashlib.sha512(path.read_bytes()).digest()).decode()
+
+
+def fetch(package: Package, cache: Path | None = None) -> Path:
+    """Return the unpacked ``package`` in the cache, fetching it with ``npm pack`` the first time.
+
+    The tarball must match ``package.integrity``; unpacking is atomic, so a failed or concurrent fetch never leaves
+    a half-filled folder. Raises ``AssetError`` naming the package, the cache and the fix.
+    """
+    cache = asset_cache() if cache is None else cache
+    dest = cache / package.folder
+    if (dest / "package.json").is_file():
+        return dest
+    cache.mkdir(parents=True, exist_ok=True)
+    spec = f"{package.name}@{package.version}"
+    with FileLock(str(cache / ".lock")):
+        if (dest / "package.json").is_file():  # fetched by a concurrent build while we waited
+            return dest
+        npm = shutil.which("npm")
+        if npm is None:
+            raise AssetError(f"cannot fetch {spec} for the offline site: npm is not installed and {dest} is not "
+                             "cached; install Node.js and npm (Debian: apt-get install npm) and build again")
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            try:
+                proc = subprocess.run([npm, "pack", spec, "--json", "--prefer-offline", "--pack-destination", tmp],
+                                      cwd=tmp, capture_output=True, text=True, timeout=600)
+            except subprocess.TimeoutExpired:
+                proc = None
+            if proc is None or proc.returncode != 0:
+                detail = "timed out after 600 s" if proc is None else proc.stderr.strip()[-800:]
+                raise AssetError(f"cannot fetch {spec} from the npm registry ({detail}), and {dest} is not cached. "
+                                 "The site serves MathJax and the widget scripts itself: connect to the npm registry "
+                                 "once (later builds reuse the cache), or set COURSE_EMBED_ASSET_CACHE to a folder "
+                                 f"that holds {package.folder}/")
+            tarball = Path(tmp) / json.loads(proc.stdout)[0]["filename"]
+            if (got := _integrity(tarball)) != package.integrity:
+                raise AssetError(f"{spec}: the registry's tarball has integrity {got}, not the pinned "
+                                 f"{package.integrity}; refusing to serve it. Check the package, then update "
+                                 "PACKAGES in course_embed/site.py")
+            unpacked = Path(tmp) / "unpacked"
+            with tarfile.open(tarball) as tar:
+                tar.extractall(unpacked, filter="data")
+            (unpacked / "package").rename(dest)
+    return dest
+
+
+def copy_package(package: Package, source: Path, outdir: Path) -> list[Path]:
+    """Copy the files ``package.files`` names from ``source`` (an unpacked package) to ``outdir/_vendor``.
+
+    Returns the copied top-level paths. Raises ``AssetError`` if a pattern matches nothing (the pinned package
+    changed layout).
+    """
+    target = outdir / VENDOR / package.folder
+    copied = []
+    for pattern in package.files:
+        matches = sorted(source.glob(pattern))
+        if not matches:
+            raise AssetError(f"{package.name}@{package.version} has no {pattern!r} in {source}; fix PACKAGES in "
+                             "course_embed/site.py")
+        for path in matches:
+            dest = target / path.relative_to(source)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_dir():
+                shutil.copytree(path, dest, dirs_exist_ok=True)
+            else:
+                shutil.copy2(path, dest)
+            copied.append(dest)
+    return copied
+
+
+def _use_local_copies(app: Sphinx, config) -> None:
+    """config-inited: point MathJax and the widget embedder at ``_vendor/`` (paths are relative to ``_static/``)."""
+    config.mathjax_path = "../" + MATHJAX_JS
+    config.nb_ipywidgets_js = {"../" + path: {} for path in WIDGET_JS}
+
+
+def _vendor_assets(app: Sphinx) -> None:
+    """builder-inited: fetch (or reuse) every package and copy its files into the HTML output."""
+    if app.builder.format != "html":
+        return
+    for package in PACKAGES.values():
+        copy_package(package, fetch(package), Path(app.outdir))
+
+
+def _localise_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """doctree-resolved: in raw HTML (notebook outputs), replace links to CDN files with links to the local copies."""
+    if app.builder.format != "html":
+        return
+    page = app.builder.get_target_uri(docname)
+    for node in doctree.findall(nodes.raw):
+        if "html" not in node.get("format", "").split():
+            continue
+        text = node.astext()
+        for remote, local in LOCAL_COPIES.items():
+            text = text.replace(remote, relative_uri(page, local))
+        if text != node.astext():
+            node.replace(node[0], nodes.Text(text))
+
+
+# ipywidgets 8 typesets widget labels with MathJax 2's ``MathJax.Hub.Queue``, which MathJax 3 does not have (a
+# TypeError on every page with both). This adapter queues the element for MathJax 3, before and after MathJax loads.
+MATHJAX2_HUB_ADAPTER = """(function () {
+  var pending = [];
+  var hub = {Queue: function (job) {
+    var element = job && job[2];
+    if (!element) return;
+    if (window.MathJax && window.MathJax.typesetPromise) {
+      window.MathJax.startup.promise.then(function () { return window.MathJax.typesetPromise([element]); });
+    } else {
+      pending.push(element);
+    }
+  }};
+  var config = window.MathJax = window.MathJax || {};
+  config.Hub = hub;
+  var startup = config.startup = config.startup || {};
+  var ready = startup.ready;
+  startup.ready = function () {
+    if (ready) { ready(); } else { window.MathJax.startup.defaultReady(); }
+    window.MathJax.Hub = hub;
+    window.MathJax.startup.promise.then(function () { return window.MathJax.typesetPromise(pending.splice(0)); });
+  };
+})();"""
+
+
+def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """html-page-context, after MathJax and myst-nb have added their scripts to the page.
+
+    - ``_static/../_vendor/x`` (Sphinx puts local scripts under ``_static/``) becomes ``_vendor/x``;
+    - inline scripts registered after the builder started are listed twice by Sphinx 7.4 (once with filename
+      ``None``, once ``''``): a second ``const THEBE_JS_URL`` is a SyntaxError in the console of every page, so
+      duplicates are dropped;
+    - on pages with widgets, require.js learns where the embedder's own files are (it would look for its fonts
+      beside the page), and MathJax gets the ``Hub.Queue`` adapter above.
+    """
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    fixed, seen = [], set()
+    for script in scripts:
+        name = os.fspath(script.filename or "")
+        if name.startswith("_static/../"):
+            script = type(script)(posixpath.normpath(name), priority=script.priority, **script.attributes)
+        key = (os.fspath(script.filename or ""), script.priority, tuple(sorted(script.attributes.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        if os.fspath(script.filename or "") == WIDGET_JS[1]:
+            page = app.builder.get_target_uri(pagename)
+            dist = relative_uri(page, posixpath.dirname(WIDGET_JS[1]))
+            body = f'require.config({{paths: {{"@jupyter-widgets/html-manager/dist": "{dist}"}}}});'
+            if any(os.fspath(s.filename or "") == "_static/../" + MATHJAX_JS for s in scripts):
+                body += "\n" + MATHJAX2_HUB_ADAPTER
+            fixed.append(type(script)(None, priority=script.priority, body=body))
+        fixed.append(script)
+    scripts[:] = fixed
+
+
+class _RemoteLoads(HTMLParser):
+    """Collects the URLs of scripts, styles, fonts, images and frames that a page loads from another host."""
+
+    LOADS = {"script": "src", "img": "src", "iframe": "src", "source": "src", "audio": "src", "video": "src",
+             "embed": "src", "object": "data", "link": "href"}
+    LINK_RELS_THAT_LOAD = {"stylesheet", "preload", "modulepreload", "prefetch", "preconnect", "dns-prefetch", "icon",
+                           "manifest"}
+
+    def __init__(self):
+        super().__init__()
+        self.remote: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        url = attrs.get(self.LOADS.get(tag, ""), "") or ""
+        if tag == "link" and not self.LINK_RELS_THAT_LOAD & set((attrs.get("rel") or "").lower().split()):
+            return
+        if url.startswith(("http://", "https://", "//")):
+            self.remote.append(f"<{tag}> {url}")
+
+
+def remote_loads(html: str) -> list[str]:
+    """What an HTML page loads from other hosts (links to other sites are fine and not listed)."""
+    parser = _RemoteLoads()
+    parser.feed(html)
+    return parser.remote
+
+
+def _check_offline(app: Sphinx, exception: Exception | None) -> None:
+    """build-finished: warn (an error under ``-W``) for every page that loads something from another host."""
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    for page in sorted(outdir.rglob("*.html")):
+        relative = page.relative_to(outdir)
+        if relative.parts[0] in {"_static", "_sources", VENDOR}:
+            continue
+        for load in remote_loads(page.read_text(encoding="utf-8")):
+            logger.warning(f"{relative} loads {load} from another host; the site must work offline: serve it "
+                           "from the site (see course_embed/site.py)", type="course_embed", subtype="offline")
+
+
+def setup(app: Sphinx) -> dict:
+    # MathJax on every page, not only on pages with equations of their own: chapter titles with math appear in the
+    # navigation of every page, and would show raw TeX on the others.
+    app.set_html_assets_policy("always")
+    app.connect("config-inited", _use_local_copies)
+    app.connect("builder-inited", _vendor_assets)
+    app.connect("doctree-resolved", _localise_outputs)
+    app.connect("html-page-context", _fix_page_scripts, priority=900)
+    app.connect("build-finished", _check_offline)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,280 @@
+"""The built site in a real browser: Debian's headless Chromium, driven by Playwright, with the network cut off.
+
+Every HTML page of the site is served from localhost and opened once. Any request to another host is blocked and
+recorded (the site must work offline); console errors, uncaught exceptions and failed requests are recorded; then
+each page is checked: images loaded, math typeset by MathJax without TeX errors, ipywidgets rendered from their stored
+state, matplotlib animations step when their controls are used, and every internal link resolves (the file exists and
+so does the #anchor on it). A full-page screenshot of every page is kept for a person to look at, in
+``_build/screenshots/`` (or ``$COURSE_EMBED_SCREENSHOTS``).
+
+Chromium: ``/usr/bin/chromium`` (Debian's ``chromium`` package, which ``.ci/run`` installs) or ``$COURSE_EMBED_CHROMIUM``.
+"""
+
+from __future__ import annotations
+
+import functools
+import html.parser
+import http.server
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from .test_notebooks import ROOT, toc_files
+
+CHROMIUM = os.environ.get("COURSE_EMBED_CHROMIUM", "/usr/bin/chromium")
+SCREENSHOTS = Path(os.environ.get("COURSE_EMBED_SCREENSHOTS", ROOT / "_build" / "screenshots"))
+# Flags for a clean, quiet, offline browser; Playwright adds --headless and a fresh, empty profile.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync",
+                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+WAIT_MS = 30_000
+
+# Runs in the page once it has loaded: waits for MathJax and the widget embedder, then reports what it sees.
+INSPECT = """async () => {
+  const deadline = Date.now() + %d;
+  const until = async (ok) => { while (!ok() && Date.now() < deadline) await new Promise(r => setTimeout(r, 50)); };
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  const views = [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')];
+  // the embedder inserts each view's widget-subarea right before the view's script tag
+  const rendered = () => views.filter(v => v.previousElementSibling &&
+      v.previousElementSibling.classList.contains('widget-subarea') &&
+      v.previousElementSibling.querySelector('.jupyter-widgets'));
+  await until(() => rendered().length === views.length);
+  const images = () => [...document.images];
+  await until(() => images().every(i => i.complete));
+  const state = document.querySelector('script[type="application/vnd.jupyter.widget-state+json"]');
+  const models = state ? Object.values(JSON.parse(state.textContent).state) : [];
+  return {
+    broken_images: images().filter(i => !(i.complete && i.naturalWidth > 0))
+                           .map(i => (i.getAttribute('src') || '').slice(0, 80)),
+    images: images().length,
+    math: document.querySelectorAll('.math').length,
+    untypeset_math: [...document.querySelectorAll('.math')].filter(m => !m.querySelector('mjx-container'))
+                                                           .map(m => m.textContent.slice(0, 60)),
+    math_errors: [...document.querySelectorAll('mjx-merror')].map(m => m.textContent.slice(0, 60)),
+    widget_views: views.length,
+    rendered_widgets: rendered().length,
+    stored_int_sliders: models.filter(m => m.model_name === 'IntSliderModel').map(m => String(m.state.value)),
+    readouts: [...document.querySelectorAll('.widget-readout')].map(r => (r.value || r.textContent).trim()),
+    animations: document.querySelectorAll('div.animation').length,
+    links: [...document.querySelectorAll('a[href]')].map(a => a.href),
+  };
+}""" % WAIT_MS
+
+# Steps every matplotlib to_jshtml animation on the page: a click on "Next frame", then the slider to its last frame.
+STEP_ANIMATIONS = """async () => {
+  const frame = () => new Promise(r => setTimeout(r, 100));
+  const results = [];
+  for (const anim of document.querySelectorAll('div.animation')) {
+    const img = anim.querySelector('img'), slider = anim.querySelector('input.anim-slider');
+    const next = anim.querySelector('button[title="Next frame"]');
+    const first = img.src;
+    const result = {id: img.id, frames: slider ? Number(slider.max) + 1 : 0, first_ok: img.naturalWidth > 0};
+    if (slider && next) {
+      next.click(); await frame();
+      const second = img.src;
+      result.after_next = {value: Number(slider.value), changed: second !== first};
+      slider.value = slider.max; slider.dispatchEvent(new Event('input')); slider.dispatchEvent(new Event('change'));
+      await frame();
+      result.after_slide = {value: Number(slider.value), changed: img.src !== second, ok: img.naturalWidth > 0};
+    }
+    results.push(result);
+  }
+  return results;
+}"""
+
+
+@dataclass
+class PageReport:
+    """What one page did in the browser."""
+
+    path: str
+    console_errors: list[str] = field(default_factory=list)
+    failed_requests: list[str] = field(default_factory=list)
+    remote_requests: list[str] = field(default_factory=list)
+    seen: dict = field(default_factory=dict)
+    animations: list[dict] = field(default_factory=list)
+
+
+class _Ids(html.parser.HTMLParser):
+    """Collects the ids (and old-style ``<a name>``) of an HTML file, the targets of ``#anchor`` links."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for key in ("id", "name" if tag == "a" else None):
+            if key and attrs.get(key):
+                self.ids.add(attrs[key])
+
+
+@functools.cache
+def anchors(page: Path) -> frozenset[str]:
+    parser = _Ids()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return frozenset(parser.ids)
+
+
+def broken_links(html_root: Path, base: str, links: list[str]) -> list[str]:
+    """The links among ``links`` that point into the site (``base``) but at a missing file or anchor."""
+    broken = []
+    for link in links:
+        if not link.startswith(base):
+            continue  # another site, mailto:, javascript:
+        parts = urlsplit(link)
+        target = html_root / unquote(parts.path.lstrip("/"))
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_file():
+            broken.append(f"{link} (no such file)")
+        elif parts.fragment and target.suffix == ".html" and unquote(parts.fragment) not in anchors(target):
+            broken.append(f"{link} (no #{unquote(parts.fragment)} on that page)")
+    return broken
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site_url(built_site):
+    assert built_site.returncode == 0, built_site.log[-3000:]
+    handler = functools.partial(_QuietHandler, directory=str(built_site.html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def _offline(site_url: str, blocked: list[str]):
+    """A route handler that lets requests to the site through, and blocks (and records) every other one."""
+
+    def handle(route):
+        if route.request.url.startswith(site_url):
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    return handle
+
+
+@pytest.fixture(scope="module")
+def reports(built_site, site_url) -> dict[str, PageReport]:
+    """Open every HTML page of the site once, offline; screenshot it and record what happened."""
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"no Chromium at {CHROMIUM}: install Debian's chromium (apt-get install chromium) or set "
+                    "COURSE_EMBED_CHROMIUM to a Chromium binary")
+    from playwright.sync_api import sync_playwright
+
+    pages = sorted(p.relative_to(built_site.html).as_posix() for p in built_site.html.rglob("*.html")
+                   if p.relative_to(built_site.html).parts[0] not in {"_static", "_sources", "_vendor"})
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+    results = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        for path in pages:
+            report = results[path] = PageReport(path)
+
+            page = context.new_page()
+            page.route("**/*", _offline(site_url, report.remote_requests))
+            page.on("console", lambda m, r=report: m.type == "error" and r.console_errors.append(
+                f"{m.text} ({m.location.get('url', '')}:{m.location.get('lineNumber', '')})"))
+            page.on("pageerror", lambda e, r=report: r.console_errors.append(f"uncaught: {e}"))
+            page.on("requestfailed", lambda q, r=report: r.failed_requests.append(f"{q.url}: {q.failure}"))
+            page.on("response", lambda s, r=report: s.status >= 400 and r.failed_requests.append(
+                f"{s.url}: HTTP {s.status}"))
+            page.goto(site_url + path, wait_until="load", timeout=WAIT_MS)
+            if 'http-equiv="refresh"' in (built_site.html / path).read_text(encoding="utf-8").lower():  # index
+                page.wait_for_url(lambda url, path=path: url != site_url + path, timeout=WAIT_MS)
+                page.wait_for_load_state("load")
+            report.seen = page.evaluate(INSPECT)
+            page.screenshot(path=str(SCREENSHOTS / (path.replace("/", "__")[:-5] + ".png")), full_page=True)
+            report.animations = page.evaluate(STEP_ANIMATIONS)
+            page.close()
+        browser.close()
+    print(f"\nscreenshots of {len(results)} pages in {SCREENSHOTS}")
+    return results
+
+
+def _problems(reports, check) -> dict[str, list]:
+    return {path: found for path, report in reports.items() if (found := check(report))}
+
+
+def test_every_toc_page_was_opened(reports):
+    assert {f"{entry}.html" for entry in toc_files()} <= set(reports)
+    assert len(reports) >= len(toc_files()) + 2  # and the index, search and general index pages
+
+
+def test_no_page_loads_anything_from_another_host(reports):
+    assert not _problems(reports, lambda r: r.remote_requests)
+
+
+def test_no_console_errors(reports):
+    assert not _problems(reports, lambda r: r.console_errors)
+
+
+def test_no_failed_requests(reports):
+    assert not _problems(reports, lambda r: r.failed_requests)
+
+
+def test_every_image_has_loaded(reports):
+    assert not _problems(reports, lambda r: r.seen["broken_images"])
+    chapters = [reports[f"{entry}.html"] for entry in toc_files() if (ROOT / f"{entry}.ipynb").exists()]
+    assert all(r.seen["images"] > 0 for r in chapters)  # the check saw the figures
+
+
+def test_math_is_typeset_without_errors(reports):
+    assert not _problems(reports, lambda r: r.seen["untypeset_math"] + r.seen["math_errors"])
+    assert any(r.seen["math"] for r in reports.values())  # the check saw math
+
+
+def test_widgets_render_their_stored_state(reports):
+    def problems(report):
+        seen = report.seen
+        found = []
+        if seen["rendered_widgets"] != seen["widget_views"]:
+            found.append(f"{seen['rendered_widgets']} of {seen['widget_views']} widget views rendered")
+        missing = [value for value in seen["stored_int_sliders"] if value not in seen["readouts"]]
+        if seen["widget_views"] and missing:
+            found.append(f"slider values {missing} stored but not shown (shown: {seen['readouts']})")
+        return found
+
+    assert not _problems(reports, problems)
+
+
+def test_animations_step_with_their_controls(reports):
+    def problems(report):
+        found = []
+        for anim in report.animations:
+            expected_next = {"value": 1, "changed": True}
+            expected_slide = {"value": anim["frames"] - 1, "changed": True, "ok": True}
+            if not (anim["first_ok"] and anim["frames"] > 1 and anim.get("after_next") == expected_next
+                    and anim.get("after_slide") == expected_slide):
+                found.append(anim)
+        return found
+
+    assert not _problems(reports, problems)
+    assert all(len(r.animations) == r.seen["animations"] for r in reports.values())
+
+
+def test_every_internal_link_resolves(reports, built_site, site_url):
+    assert not _problems(reports, lambda r: broken_links(built_site.html, site_url, r.seen["links"]))
+
+
+def test_screenshots_kept_for_every_page(reports):
+    for path in reports:
+        shot = SCREENSHOTS / (path.replace("/", "__")[:-5] + ".png")
+        assert shot.is_file() and shot.stat().st_size > 1000, shot
