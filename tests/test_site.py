@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import nbformat
 import pytest
 
 from .test_notebooks import ROOT, toc_files
@@ -33,6 +34,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-component-update", "--disable-sync",
                  "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 WAIT_MS = 30_000
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 # Runs in the page once it has loaded: waits for MathJax and the widget embedder, then reports what it sees.
 INSPECT = """async () => {
@@ -213,6 +215,22 @@ def _problems(reports, check) -> dict[str, list]:
     return {path: found for path, report in reports.items() if (found := check(report))}
 
 
+def _stored(kind: str) -> dict[str, int]:
+    """Per chapter page: how many widget views or to_jshtml animations its notebook stores."""
+    counts = {}
+    for entry in toc_files():
+        notebook = ROOT / f"{entry}.ipynb"
+        if notebook.exists():
+            outputs = [o for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code"
+                       for o in c.outputs]
+            if kind == "widgets":
+                counts[f"{entry}.html"] = sum(WIDGET_VIEW in o.get("data", {}) for o in outputs)
+            else:
+                counts[f"{entry}.html"] = sum('<div class="animation">' in o.get("data", {}).get("text/html", "")
+                                              for o in outputs)
+    return counts
+
+
 def test_every_toc_page_was_opened(reports):
     assert {f"{entry}.html" for entry in toc_files()} <= set(reports)
     assert len(reports) >= len(toc_files()) + 2  # and the index, search and general index pages
@@ -253,6 +271,7 @@ def test_widgets_render_their_stored_state(reports):
         return found
 
     assert not _problems(reports, problems)
+    assert {page: reports[page].seen["widget_views"] for page in _stored("widgets")} == _stored("widgets")
 
 
 def test_animations_step_with_their_controls(reports):
@@ -268,6 +287,7 @@ def test_animations_step_with_their_controls(reports):
 
     assert not _problems(reports, problems)
     assert all(len(r.animations) == r.seen["animations"] for r in reports.values())
+    assert {page: reports[page].seen["animations"] for page in _stored("animations")} == _stored("animations")
 
 
 def test_every_internal_link_resolves(reports, built_site, site_url):

@@ -1,0 +1,166 @@
+"""course_embed.site: packages fetched with npm, verified, cached, copied; the built site loads nothing from elsewhere."""
+
+import base64
+import hashlib
+import io
+import json
+import re
+import sys
+import tarfile
+import textwrap
+
+import pytest
+
+from course_embed import site
+from course_embed.site import PACKAGES, AssetError, Package, copy_package, fetch, remote_loads
+
+from .test_notebooks import ROOT, toc_files
+
+
+def _tarball(files: dict[str, str]) -> bytes:
+    """An npm-style tarball: every file under ``package/``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"package/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def fake_npm(tmp_path, monkeypatch):
+    """Puts an ``npm`` on PATH whose ``pack`` writes a given tarball (or fails); returns a setter and a call log."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "npm-calls.txt"
+    bin_dir.mkdir()
+    tarball = tmp_path / "served.tgz"
+    script = bin_dir / "npm"
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, pathlib, shutil, sys
+        args = sys.argv[1:]
+        with open({str(log)!r}, "a") as f:
+            f.write(" ".join(args) + "\\n")
+        served = pathlib.Path({str(tarball)!r})
+        if not served.exists():
+            sys.exit("npm error code ENOTFOUND: request to the registry failed")
+        dest = pathlib.Path(args[args.index("--pack-destination") + 1])
+        shutil.copy(served, dest / "demo-1.0.0.tgz")
+        print(json.dumps([{{"filename": "demo-1.0.0.tgz"}}]))
+        """))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+    def serve(data: bytes | None):
+        if data is None:
+            tarball.unlink(missing_ok=True)
+        else:
+            tarball.write_bytes(data)
+
+    return serve, log
+
+
+def _package(data: bytes, files=("lib",)) -> Package:
+    """A package pinned to the npm integrity of ``data``, computed here independently of the module."""
+    digest = "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+    return Package("@scope/demo", "1.0.0", digest, files)
+
+
+def test_fetch_unpacks_once_then_reuses_the_cache(tmp_path, fake_npm):
+    serve, log = fake_npm
+    data = _tarball({"package.json": "{}", "lib/a.js": "a", "lib/fonts/f.woff": "f", "README.md": "r"})
+    serve(data)
+    package = _package(data)
+    first = fetch(package, tmp_path / "cache")
+    assert first == tmp_path / "cache" / "scope-demo-1.0.0"
+    assert (first / "lib" / "fonts" / "f.woff").read_text() == "f"
+    assert "pack @scope/demo@1.0.0" in log.read_text()
+    serve(None)  # the registry is gone: the cache answers
+    assert fetch(package, tmp_path / "cache") == first
+    assert len(log.read_text().splitlines()) == 1
+
+
+def test_fetch_without_registry_or_cache_says_how_to_fix_it(tmp_path, fake_npm):
+    serve, _ = fake_npm
+    serve(None)
+    with pytest.raises(AssetError, match=r"cannot fetch @scope/demo@1\.0\.0 from the npm registry.*ENOTFOUND.*"
+                                         r"COURSE_EMBED_ASSET_CACHE"):
+        fetch(_package(b"x"), tmp_path / "cache")
+    assert not (tmp_path / "cache" / "scope-demo-1.0.0").exists()
+
+
+def test_fetch_without_npm_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(AssetError, match="npm is not installed"):
+        fetch(_package(b"x"), tmp_path / "cache")
+
+
+def test_fetch_refuses_a_tarball_that_does_not_match_the_pin(tmp_path, fake_npm):
+    serve, _ = fake_npm
+    serve(_tarball({"package.json": "{}", "lib/a.js": "tampered"}))
+    package = _package(_tarball({"package.json": "{}", "lib/a.js": "a"}))
+    with pytest.raises(AssetError, match="refusing to serve it"):
+        fetch(package, tmp_path / "cache")
+    assert not (tmp_path / "cache" / package.folder).exists()
+
+
+def test_copy_package_copies_the_named_files_and_folders(tmp_path):
+    source = tmp_path / "src"
+    for name in ("package.json", "dist/embed.js", "dist/a.woff", "dist/b.woff", "dist/embed.js.map", "css/x.css"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text(name)
+    package = Package("demo", "2.0.0", "sha512-unused", ("package.json", "dist/embed.js", "dist/*.woff", "css"))
+    copy_package(package, source, tmp_path / "out")
+    copied = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert copied == ["_vendor/demo-2.0.0/css/x.css", "_vendor/demo-2.0.0/dist/a.woff", "_vendor/demo-2.0.0/dist/b.woff",
+                      "_vendor/demo-2.0.0/dist/embed.js", "_vendor/demo-2.0.0/package.json"]
+    with pytest.raises(AssetError, match="has no 'lib/missing.js'"):
+        copy_package(Package("demo", "2.0.0", "sha512-unused", ("lib/missing.js",)), source, tmp_path / "out")
+
+
+def test_remote_loads_lists_what_a_page_loads_from_other_hosts():
+    page = """<html><head>
+      <script src="https://cdn.example.org/mathjax.js"></script><script src="../_vendor/x.js"></script>
+      <link rel="stylesheet" href="//fonts.example.com/css"><link rel="canonical" href="https://example.org/page">
+      <link rel="preconnect" href="https://fonts.example.com"><link rel="stylesheet" href="../_static/a.css">
+      </head><body><a href="https://arxiv.org/abs/1706.03762">paper</a><img src="http://example.org/x.png">
+      <img src="data:image/png;base64,AAAA"><iframe src="https://example.org/embed"></iframe></body></html>"""
+    assert remote_loads(page) == ["<script> https://cdn.example.org/mathjax.js", "<link> //fonts.example.com/css",
+                                  "<link> https://fonts.example.com", "<img> http://example.org/x.png",
+                                  "<iframe> https://example.org/embed"]
+
+
+def test_pinned_packages_name_real_npm_integrity_hashes():
+    for package in PACKAGES.values():
+        assert re.fullmatch(r"sha512-[A-Za-z0-9+/]{86}==", package.integrity), package
+        assert "package.json" in package.files  # name, version and license travel with the files
+
+
+def test_built_site_serves_its_own_assets(built_site):
+    assert built_site.returncode == 0, built_site.log[-3000:]
+    html = built_site.html
+    for package in PACKAGES.values():
+        meta = json.loads((html / package.url("package.json")).read_text())
+        assert (meta["name"], meta["version"]) == (package.name, package.version)
+    assert (html / site.MATHJAX_JS).is_file() and all((html / path).is_file() for path in site.WIDGET_JS)
+    assert list((html / PACKAGES["mathjax"].url("es5/output/chtml/fonts/woff-v2")).glob("*.woff"))
+    pages = [p for p in html.rglob("*.html") if p.relative_to(html).parts[0] not in {"_static", "_sources", "_vendor"}]
+    assert pages
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert remote_loads(text) == [], page
+        if page.relative_to(html).parts[0] == "book":
+            assert "_vendor/mathjax-3.2.2/es5/tex-mml-chtml.js" in text, page  # on every page: math in the nav
+
+
+def test_every_chapter_has_download_and_launch_buttons(built_site):
+    for entry in toc_files():
+        if not (ROOT / f"{entry}.ipynb").exists():
+            continue
+        text = (built_site.html / f"{entry}.html").read_text(encoding="utf-8")
+        download = re.search(r'href="([^"]*_sources/[^"]+\.ipynb)"', text)
+        assert download, f"{entry}: no .ipynb download button"
+        assert (built_site.html / entry).parent.joinpath(download.group(1)).resolve().is_file()
+        assert "https://mybinder.org/v2/gh/" in text and f"{entry}.ipynb" in text, f"{entry}: no Binder button"
+        assert "https://colab.research.google.com/github/" in text, f"{entry}: no Colab button"
