@@ -1,0 +1,89 @@
+"""The back matter: the bibliography holds the core papers, chapters cite, the glossary is bilingual, the appendix
+gives every claim a verdict and a link to the chapter that measures it."""
+
+import re
+
+import nbformat
+
+from .test_notebooks import ROOT, toc_files
+
+# The papers the course builds on; each must be cited somewhere, so that the bibliography lists it.
+CORE = ["vaswani2017attention", "shaw2018self", "devlin2019bert", "raffel2020exploring", "press2017using",
+        "su2021roformer", "press2022train", "chen2023extending", "peng2023yarn", "bloc97ntk2023"]
+# Terms that Chinese texts use untranslated.
+UNTRANSLATED = {"bfloat16", "padding_idx", "YaRN"}
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _bib_titles() -> dict[str, str]:
+    text = (ROOT / "book" / "references.bib").read_text()
+    entries = re.findall(r"@\w+\{([^,]+),(.*?)\n\}", text, flags=re.S)
+    return {key: re.search(r"title\s*=\s*\{(.*?)\},?\n", body).group(1) for key, body in entries}
+
+
+def _plain(title: str) -> str:
+    return re.sub(r"[{}]", "", title)
+
+
+def test_bibliography_lists_the_papers_the_course_builds_on(built_site):
+    assert built_site.returncode == 0, built_site.log[-3000:]
+    page = (built_site.html / "book" / "bibliography.html").read_text(encoding="utf-8")
+    titles = _bib_titles()
+    missing = [key for key in CORE if _plain(titles[key]).split(":")[0].lower() not in page.lower()]
+    assert not missing, f"not in the bibliography (cite them): {missing}"
+
+
+def test_every_chapter_cites_what_it_builds_on():
+    for entry in toc_files():
+        notebook = ROOT / f"{entry}.ipynb"
+        if notebook.exists():
+            cells = nbformat.read(notebook, as_version=4).cells
+            assert any("{cite" in c.source for c in cells if c.cell_type == "markdown"), f"{entry} cites nothing"
+
+
+def _glossary_entries() -> list[list[str]]:
+    text = (ROOT / "book" / "glossary.md").read_text()
+    block = text.split(":::{glossary}", 1)[1].split("\n:::", 1)[0]
+    entries, terms = [], []
+    for line in block.splitlines():
+        if line.startswith(":") or not line.strip():
+            terms = []
+        elif not line.startswith(" "):
+            terms.append(line.strip())
+        elif terms:
+            entries.append(terms)
+            terms = []
+    return entries
+
+
+def test_glossary_names_every_term_in_english_and_chinese():
+    entries = _glossary_entries()
+    assert len(entries) >= 25
+    for terms in entries:
+        english = [t for t in terms if not CJK.search(t)]
+        chinese = [t for t in terms if CJK.search(t)]
+        assert english, terms
+        assert chinese or set(english) <= UNTRANSLATED, f"{terms}: no Chinese term"
+
+
+def test_glossary_terms_are_in_the_built_site(built_site):
+    page = (built_site.html / "book" / "glossary.html").read_text(encoding="utf-8")
+    for terms in _glossary_entries():
+        for term in terms:
+            assert f">{term}<" in page.replace("&#8730;", "√"), term
+
+
+def test_every_misconception_has_a_verdict_and_links_to_a_published_chapter():
+    published = {int(m.group(1)) for entry in toc_files() if (m := re.match(r"book/(\d+)_", entry))}
+    rows = [line for line in (ROOT / "book" / "misconceptions.md").read_text().splitlines()
+            if line.startswith("| ") and not line.startswith(("| Claim", "|:--"))]
+    assert len(rows) >= 20
+    for row in rows:
+        claim, verdict, where = (cell.strip() for cell in row.strip("|").split(" | "))
+        assert verdict.startswith("**"), row
+        links = re.findall(r"\]\((\d\d)_\w+\.ipynb#[\w-]+\)", where)
+        if links:
+            assert {int(n) for n in links} <= published, row
+        else:
+            chapter = int(re.fullmatch(r"chapter (\d+)", where).group(1))
+            assert chapter not in published, f"chapter {chapter} is published: link the section that measures {claim!r}"
