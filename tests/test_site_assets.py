@@ -5,10 +5,12 @@ import hashlib
 import io
 import json
 import re
+import subprocess
 import sys
 import tarfile
 import textwrap
 
+import nbformat
 import pytest
 
 from course_embed import site
@@ -164,3 +166,35 @@ def test_every_chapter_has_download_and_launch_buttons(built_site):
         assert (built_site.html / entry).parent.joinpath(download.group(1)).resolve().is_file()
         assert "https://mybinder.org/v2/gh/" in text and f"{entry}.ipynb" in text, f"{entry}: no Binder button"
         assert "https://colab.research.google.com/github/" in text, f"{entry}: no Colab button"
+
+
+def test_build_localises_cdn_links_in_outputs_and_flags_remote_loads(tmp_path):
+    """A two-page Sphinx build with myst-nb: the animation controls' CDN stylesheet is rewritten to the local copy;
+    an output that loads a script from another host makes the build warn (an error under -W)."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+    src = tmp_path / "src"
+    (src / "book").mkdir(parents=True)
+    (src / "conf.py").write_text('extensions = ["myst_nb", "course_embed.site"]\nnb_execution_mode = "off"\n'
+                                 'exclude_patterns = ["_build"]\n')
+    (src / "index.md").write_text("# Demo\n\n```{toctree}\nbook/anim\nbook/remote\n```\n")
+
+    def notebook(name, html):
+        nb = new_notebook(cells=[new_markdown_cell(f"# {name}\n\n$x^2$"), new_code_cell(
+            "HTML(...)", execution_count=1, outputs=[new_output("display_data", data={"text/html": html})])],
+            metadata={"language_info": {"name": "python"}})
+        nbformat.write(nb, src / "book" / f"{name}.ipynb")
+
+    fa_cdn = "https://maxcdn.bootstrapcdn.com/font-awesome/4.4.0/css/font-awesome.min.css"
+    notebook("anim", f'<link rel="stylesheet"\nhref="{fa_cdn}">\n<div class="animation"></div>')
+    notebook("remote", '<script src="https://cdn.example.org/lib.js"></script>')
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(out)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    anim = (out / "book" / "anim.html").read_text()
+    assert fa_cdn not in anim and 'href="../_vendor/font-awesome-4.7.0/css/font-awesome.min.css"' in anim
+    assert (out / "_vendor" / "font-awesome-4.7.0" / "css" / "font-awesome.min.css").is_file()
+    assert 'src="../_vendor/mathjax-3.2.2/es5/tex-mml-chtml.js' in anim
+    warnings = [line for line in proc.stderr.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1 and "book/remote.html loads <script> https://cdn.example.org/lib.js" in warnings[0], \
+        proc.stderr
