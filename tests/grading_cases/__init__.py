@@ -1,0 +1,93 @@
+"""Shared by test_exercises.py and test_grading.py: the exercises built once per run, and submissions made from them.
+
+The autograders are built into one folder per test run and shared by xdist workers through a file lock, like the
+book build in conftest.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+from filelock import FileLock
+
+from course_embed.grading import ANSWER_TAG, Assigned, assign, find_exercises
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISES = find_exercises(ROOT / "exercises")
+NAMES = [e.name for e in EXERCISES]
+
+#: For each exercise, answers that only reuse course_embed's implementation, by answer cell (0 = the first):
+#: an import under the question's name, a subclass, a ``functools.partial``, a hand-written wrapper. None of them
+#: may earn the points of its question.
+ALIASES = {
+    "01_token_embedding": {
+        0: "def init_embedding_(weight, padding_idx=None):\n"
+           "    return ce.init_table_(weight, 'scaled_normal', padding_idx)",
+        1: "from course_embed import TokenEmbedding",
+    },
+    "02_scaling": {
+        0: "from course_embed.analysis import init_std\n\n"
+           "def expected_norm_ratio(init, vocab_size, d_model, scale=True):\n"
+           "    pe = ce.sinusoidal_table(1, d_model).norm().item()\n"
+           "    return init_std(init, vocab_size, d_model) * d_model ** 0.5 * (d_model ** 0.5 if scale else 1) / pe",
+        1: "tie = ce.tie_weights",
+    },
+    "03_sinusoidal": {
+        0: "import functools\nsinusoidal = functools.partial(ce.sinusoidal_table)",
+        1: "def rotation(k, d_model, base=10000.0):\n    return ce.offset_rotation(k, d_model, base)",
+    },
+    "04_fusion": {
+        0: "class AddFusion(ce.TransformerEmbedding):\n"
+           "    def __init__(self, vocab_size, d_model, padding_idx=None):\n"
+           "        super().__init__(vocab_size, d_model, dropout=0.0, padding_idx=padding_idx)",
+        1: "class ConcatFusion(nn.Module):\n"
+           "    def __init__(self, vocab_size, d_model, d_position=None, padding_idx=None):\n"
+           "        super().__init__()\n"
+           "        self.inner = ce.TransformerEmbedding(vocab_size, d_model, fusion='concat', dropout=0.0,\n"
+           "                                             d_position=d_position, padding_idx=padding_idx)\n"
+           "        self.token = self.inner.token\n\n"
+           "    def forward(self, ids, offset=0):\n"
+           "        return self.inner(ids, offset)",
+    },
+}
+
+
+def answer_cells(nb) -> list[int]:
+    """Indices of the cells where the learner writes answers, in order."""
+    return [i for i, c in enumerate(nb.cells) if ANSWER_TAG in c.metadata.get("tags", [])]
+
+
+def with_answers(nb, answers: dict[int, str]):
+    """A copy of ``nb`` whose answer cells number ``k`` (0 = first) hold ``answers[k]``."""
+    nb = copy.deepcopy(nb)
+    cells = answer_cells(nb)
+    for k, source in answers.items():
+        nb.cells[cells[k]].source = source
+    return nb
+
+
+def solution_answers(built: Assigned) -> list[str]:
+    """The solution's source of every answer cell (the solution notebook has the same cells, in the same order)."""
+    student = nbformat.read(built.student, as_version=4)
+    solution = nbformat.read(built.solution, as_version=4)
+    return [solution.cells[i].source for i in answer_cells(student)]
+
+
+@pytest.fixture(scope="session")
+def built_exercises(tmp_path_factory) -> dict[str, Assigned]:
+    """Every exercise run through ``otter assign`` once per test run: student notebook, solution, autograder."""
+    out = tmp_path_factory.getbasetemp().parent / "exercises-build"
+    built = {}
+    with FileLock(str(out) + ".lock"):
+        for exercise in EXERCISES:
+            folder = out / exercise.name
+            done = folder / "done"
+            if not done.exists():
+                assign(exercise.source, folder)
+                done.touch()
+            built[exercise.name] = Assigned(folder / f"{exercise.name}.ipynb",
+                                            folder / f"{exercise.name}-solution.ipynb", folder / f"{exercise.name}.zip")
+    return built
