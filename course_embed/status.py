@@ -148,8 +148,10 @@ def render_page(records: dict) -> str:
         "To measure again (after changing a chapter, or to refresh the times):",
         "",
         "```bash",
-        "course-embed status                             # every chapter in _toc.yml",
-        "course-embed status book/03_sinusoidal.ipynb    # one chapter; the other rows are kept",
+        "# every chapter listed in _toc.yml",
+        "course-embed status",
+        "# one chapter (the other rows are kept)",
+        "course-embed status book/03_sinusoidal.ipynb",
         "```",
         "",
     ]
