@@ -68,7 +68,8 @@ INSPECT = """async () => {
   };
 }""" % WAIT_MS
 
-# Steps every matplotlib to_jshtml animation on the page: a click on "Next frame", then the slider to its last frame.
+# Steps every matplotlib to_jshtml animation on the page: a click on "Next frame", the slider to its last frame,
+# then "First frame" and "Play": after 1.5 s it must have moved on.
 STEP_ANIMATIONS = """async () => {
   const frame = () => new Promise(r => setTimeout(r, 100));
   const results = [];
@@ -84,6 +85,11 @@ STEP_ANIMATIONS = """async () => {
       slider.value = slider.max; slider.dispatchEvent(new Event('input')); slider.dispatchEvent(new Event('change'));
       await frame();
       result.after_slide = {value: Number(slider.value), changed: img.src !== second, ok: img.naturalWidth > 0};
+      anim.querySelector('button[title="First frame"]').click();
+      anim.querySelector('button[title="Play"]').click();
+      await new Promise(r => setTimeout(r, 1500));
+      anim.querySelector('button[title="Pause"]').click();
+      result.plays = Number(slider.value) > 0;
     }
     results.push(result);
   }
@@ -281,7 +287,7 @@ def test_animations_step_with_their_controls(reports):
             expected_next = {"value": 1, "changed": True}
             expected_slide = {"value": anim["frames"] - 1, "changed": True, "ok": True}
             if not (anim["first_ok"] and anim["frames"] > 1 and anim.get("after_next") == expected_next
-                    and anim.get("after_slide") == expected_slide):
+                    and anim.get("after_slide") == expected_slide and anim.get("plays")):
                 found.append(anim)
         return found
 
