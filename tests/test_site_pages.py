@@ -11,7 +11,7 @@ from .test_notebooks import ROOT, toc_files
 CORE = ["vaswani2017attention", "shaw2018self", "devlin2019bert", "raffel2020exploring", "press2017using",
         "su2021roformer", "press2022train", "chen2023extending", "peng2023yarn", "bloc97ntk2023"]
 # Terms that Chinese texts use untranslated.
-UNTRANSLATED = {"bfloat16", "padding_idx", "YaRN"}
+UNTRANSLATED = {"bfloat16", "EmbeddingBag", "padding_idx", "YaRN"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
