@@ -13,6 +13,7 @@ from otter.test_files import ExceptionTestFile
 
 import course_embed as ce
 from course_embed.analysis import row_norms
+from course_embed.bench import tensor_bytes
 from course_embed.cli import main
 from course_embed.grading import answer_digest, check_measurement, read_questions
 
@@ -31,6 +32,15 @@ def _first_rise() -> int:
     return next(k for k in range(1, 400) if dots[k] > dots[k - 1])
 
 
+def _sparse_fraction() -> float:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        ids = torch.randint(0, 32000, (8, 256))
+    weight = torch.zeros(32000, 512, requires_grad=True)
+    torch.nn.functional.embedding(ids, weight, sparse=True).sum().backward()
+    return tensor_bytes(weight.grad.coalesce()) / tensor_bytes(weight.detach())
+
+
 #: Each exercise's measurement question: (question, variable, decimals of the public check, reference value).
 MEASUREMENTS = {
     "01_token_embedding": ("q3", "mean_row_norm", 2, lambda: row_norms(_embedding_seed0()).mean().item()),
@@ -39,6 +49,9 @@ MEASUREMENTS = {
     "03_sinusoidal": ("q3", "first_rise", 0, _first_rise),
     "04_fusion": ("q4", "mean_abs_cos", 4, lambda: torch.nn.functional.cosine_similarity(
         _embedding_seed0()[:100], ce.sinusoidal_table(100, 512, dtype=torch.float64), dim=-1).abs().mean().item()),
+    "05_rope_alibi": ("q3", "recent_weight", 4, lambda: torch.softmax(
+        ce.alibi_bias(ce.alibi_slopes(8, dtype=torch.float64), 128), dim=-1)[3, 0, -16:].sum().item()),
+    "06_optimization": ("q3", "sparse_fraction", 4, _sparse_fraction),
 }
 
 

@@ -259,8 +259,8 @@ def test_broken_submissions_each_get_their_row_with_a_clear_error(built_exercise
         return variant(lambda nb: nb.cells.insert(3, new_code_cell(source)))  # becomes cell 4
 
     nbformat.write(good, tmp_path / "good.ipynb")
-    notebooks = {  # the loop first: its time limit then runs while the other worker grades the rest
-        "loop": insert("while True:\n    pass"),
+    notebooks = {  # the loop first, so its time limit runs while the other worker grades the rest; it sleeps,
+        "loop": insert("import time\nwhile True:\n    time.sleep(0.1)"),  # leaving that worker the CPU
         "syntax": variant(lambda nb: setattr(nb.cells[q2], "source", "class TokenEmbedding(nn.Module:\n    pass")),
         "exception": variant(lambda nb: setattr(nb.cells[q3], "source",
                                                 "raise RuntimeError('broken on purpose')\n" + nb.cells[q3].source)),

@@ -7,6 +7,7 @@ book build in conftest.py.
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import nbformat
@@ -52,6 +53,18 @@ ALIASES = {
            "    def forward(self, ids, offset=0):\n"
            "        return self.inner(ids, offset)",
     },
+    "05_rope_alibi": {
+        0: "def rope(x, offset=0, base=10000.0):\n"
+           "    return ce.RotaryEmbedding(x.shape[-1], base).rotate(x, offset)",
+        1: "from course_embed import alibi_slopes",
+    },
+    "06_optimization": {
+        0: "from course_embed.fusion import lookup_add_reference as lookup_add",
+        1: "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+           "    emb = ce.TokenEmbedding(vocab_size, grad_out.shape[-1], padding_idx, scale=False, sparse=True)\n"
+           "    emb.to(grad_out.device, grad_out.dtype)(ids).backward(grad_out)\n"
+           "    return emb.weight.grad.coalesce()",
+    },
 }
 
 
@@ -79,7 +92,9 @@ def solution_answers(built: Assigned) -> list[str]:
 @pytest.fixture(scope="session")
 def built_exercises(tmp_path_factory) -> dict[str, Assigned]:
     """Every exercise run through ``otter assign`` once per test run: student notebook, solution, autograder."""
-    out = tmp_path_factory.getbasetemp().parent / "exercises-build"
+    base = tmp_path_factory.getbasetemp()
+    # xdist workers share the run's folder (the parent of theirs); without xdist that parent outlives the run
+    out = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "exercises-build"
     built = {}
     with FileLock(str(out) + ".lock"):
         for exercise in EXERCISES:
