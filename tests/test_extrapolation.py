@@ -1,5 +1,6 @@
 """The extrapolation experiment: its task, its models, and the script that produces the chapter's shipped numbers."""
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -151,11 +152,9 @@ def test_script_quick_run_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["generated_by"] == "python scripts/extrapolation.py --quick"
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import extrapolation as script
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("extrapolation_script", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
     check_results(data, ExperimentConfig(**script.QUICK))
 
 
