@@ -38,11 +38,23 @@ def embedding_bytes(batch: int, seq: int, d_model: int, itemsize: int) -> int:
     return itemsize * (2 * batch * seq * d_model + seq * d_model)
 
 
+def embedding_traffic(batch: int, seq: int, d_model: int, itemsize: int) -> dict[str, int]:
+    """Bytes each way of computing ``W[ids] * sqrt(d) + pe`` moves, counting every pass over a ``(b, s, d)`` tensor.
+
+    ``"minimum"`` (one pass: :func:`embedding_bytes`); ``"fused eager"`` (gather: read rows, write the output; then
+    an in-place add: read it and the position rows, write it back); ``"textbook"`` (gather; multiply: read, write a
+    new tensor; add: read it and the position rows, write a third tensor).
+    """
+    n, pe = batch * seq * d_model, seq * d_model
+    return {"minimum": itemsize * (2 * n + pe), "fused eager": itemsize * (4 * n + pe),
+            "textbook": itemsize * (6 * n + pe)}
+
+
 def rope_bytes(batch: int, heads: int, seq: int, head_dim: int, itemsize: int) -> int:
     """Minimum bytes RoPE moves on ``q`` ``(b, h, s, h_d)``: ``itemsize * (2 b h s h_d + 2 s h_d)``.
 
-    Read ``q`` and write the result once, and read the cos and sin tables ``(s, h_d / 2)`` each (``2 s h_d`` values
-    at most, counting them at full head width as most implementations store them).
+    Read ``q`` and write the result once, and read the cos and sin tables once, counted at full head width
+    ``(s, h_d)`` each as the rotate_half formulation stores them (interleaved pairs need half of that).
     """
     return itemsize * (2 * batch * heads * seq * head_dim + 2 * seq * head_dim)
 
@@ -99,10 +111,15 @@ def time_cuda(fn: Callable[[], Any], number: int, *, event_factory: Callable[[],
 
 
 def make_copy(nbytes: int, device, dtype: torch.dtype = torch.float32) -> Callable[[], torch.Tensor]:
-    """A reference that moves ``nbytes``: copy a tensor of ``nbytes / 2`` bytes into a fresh one (read + write)."""
+    """A reference that moves ``nbytes``: copy ``nbytes / 2`` bytes into a new tensor (read + write).
+
+    Like the variants it is compared with, it returns a fresh tensor, so it pays for allocating one too (on a CPU,
+    page faults on fresh memory; on CUDA the caching allocator makes that free): ``copy time / variant time`` then
+    compares like with like, a clone of the input against a computed output.
+    """
     numel = max(1, nbytes // (2 * torch.empty((), dtype=dtype).element_size()))
     src = torch.ones(numel, device=device, dtype=dtype)
-    return lambda: torch.empty_like(src).copy_(src)
+    return lambda: src.clone()
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
                         f"convert with {name}.long() only if the values are whole numbers")
     if ids.device.type == "meta" or ids.numel() == 0:
         return  # no values to check
-    lo, hi = int(ids.min()), int(ids.max())
+    lo, hi = (int(v) for v in torch.aminmax(ids))  # one pass over the ids, not two
     if lo < 0:
         raise ValueError(f"{name} contains the negative id {lo}; token ids must lie in [0, {num_embeddings}), "
                          f"negative indices do not wrap around in an embedding")

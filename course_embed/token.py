@@ -135,19 +135,26 @@ class TokenEmbedding(nn.Module):
             raise TypeError(f"addend must be a tensor of the table's dtype {self.weight.dtype}, got {kind}; "
                             f"cast it with addend.to({self.weight.dtype})")
         shape = (*ids.shape, self.d_model)
-        try:
-            fits = torch.broadcast_shapes(addend.shape, shape) == shape
-        except RuntimeError:
-            fits = False
-        if not fits:
+        extra = len(shape) - addend.dim()  # broadcasting must not change the output's shape
+        if extra < 0 or any(a not in (1, n) for a, n in zip(addend.shape, shape[extra:])):
             raise ValueError(f"addend of shape {tuple(addend.shape)} does not broadcast to the output shape {shape}; "
                              f"pass position rows of shape (seq, d_model) = {shape[-2:]}")
-        return _LookupAdd.apply(ids, self.weight, addend, self.multiplier, self.padding_idx, self.sparse)
+        if torch.is_grad_enabled() and (self.weight.requires_grad or addend.requires_grad):
+            return _LookupAdd.apply(ids, self.weight, addend, self.multiplier, self.padding_idx, self.sparse)
+        return _lookup_add(ids, self.weight, addend, self.multiplier, self.padding_idx)  # inference: no graph
 
     def extra_repr(self) -> str:
         sparse = ", sparse=True" if self.sparse else ""
         return (f"{self.vocab_size}, {self.d_model}, padding_idx={self.padding_idx}, scale={self.scale}, "
                 f"init={self.init!r}{sparse}")
+
+
+def _lookup_add(ids: torch.Tensor, weight: torch.Tensor, addend: torch.Tensor, scale: float,
+                padding_idx: int | None) -> torch.Tensor:
+    """``W[ids] * scale + addend`` in two passes: gather into the output, then one in-place add (no autograd)."""
+    out = F.embedding(ids, weight, padding_idx)  # pass 1: (*, d), the only allocation
+    torch.add(addend, out, alpha=scale, out=out)  # pass 2: out = addend + scale * out, in place
+    return out
 
 
 class _LookupAdd(torch.autograd.Function):
@@ -159,8 +166,7 @@ class _LookupAdd(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, ids, weight, addend, scale: float, padding_idx: int | None, sparse: bool):
-        out = F.embedding(ids, weight, padding_idx)  # pass 1: (*, d), the only allocation
-        torch.add(addend, out, alpha=scale, out=out)  # pass 2: out = addend + scale * out, in place
+        out = _lookup_add(ids, weight, addend, scale, padding_idx)
         ctx.save_for_backward(ids)
         ctx.num_weights, ctx.addend_shape = weight.shape[0], addend.shape
         ctx.scale, ctx.padding_idx, ctx.sparse = scale, padding_idx, sparse

@@ -21,6 +21,14 @@ def test_byte_formulas_count_each_tensor_once():
     assert bench.rope_bytes(8, 12, 1024, 64, 4) == 4 * (2 * q.numel() + cos.numel() + sin.numel())
 
 
+def test_traffic_counts_passes_over_the_output():
+    traffic = bench.embedding_traffic(32, 128, 512, 4)
+    n, pe = 32 * 128 * 512 * 4, 128 * 512 * 4
+    assert traffic["minimum"] == bench.embedding_bytes(32, 128, 512, 4) == 2 * n + pe
+    assert traffic["fused eager"] - traffic["minimum"] == 2 * n  # one more read and write of the output
+    assert traffic["textbook"] - traffic["minimum"] == 4 * n  # two more
+
+
 def test_tensor_bytes_dense_and_sparse():
     assert bench.tensor_bytes(torch.empty(10, 3, dtype=torch.float16)) == 60
     emb = torch.nn.Embedding(1000, 8, sparse=True)

@@ -48,6 +48,19 @@ def test_lookup_add_float32_within_one_rounding(device, gen):
         torch.testing.assert_close(out.double(), exact, rtol=2 * torch.finfo(torch.float32).eps, atol=1e-6)
 
 
+def test_inference_path_equals_the_autograd_path(gen):
+    emb = TokenEmbedding(100, 16, padding_idx=2)
+    ids = torch.randint(0, 100, (3, 5), generator=gen)
+    pe = torch.randn(5, 16, generator=gen)
+    tracked = emb.lookup_add(ids, pe)
+    assert tracked.requires_grad
+    with torch.no_grad():
+        plain = emb.lookup_add(ids, pe)
+    assert not plain.requires_grad and torch.equal(plain, tracked)
+    emb.weight.requires_grad_(False)  # a frozen table needs no graph either
+    assert torch.equal(emb.lookup_add(ids, pe), tracked) and not emb.lookup_add(ids, pe).requires_grad
+
+
 def test_scaled_forward_in_place_keeps_gradients(gen):
     emb = TokenEmbedding(40, 8, padding_idx=1, dtype=torch.float64)
     ids = torch.randint(0, 40, (2, 9), generator=gen)

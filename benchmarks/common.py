@@ -1,0 +1,48 @@
+"""Shared command line and machine description for the benchmark scripts (run them from the repository root)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+
+import torch
+
+
+#: glibc settings that keep freed memory in the process (no mmap for big blocks, no trimming), as PyTorch's CUDA
+#: caching allocator does on a GPU: big CPU allocations then stop costing page faults.
+KEEP_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
+
+
+def parse(description: str) -> argparse.Namespace:
+    """``--device`` (default: cpu, and cuda when present), ``--threads`` (2), ``--rounds`` (11), ``--keep-memory``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--device", action="append", choices=["cpu", "cuda"],
+                        help="device to run on (repeatable); default: cpu, and cuda when available")
+    parser.add_argument("--threads", type=int, default=2, help="intra-op CPU threads (default 2)")
+    parser.add_argument("--rounds", type=int, default=11, help="interleaved timing rounds; medians are reported")
+    parser.add_argument("--keep-memory", action="store_true",
+                        help="restart with glibc keeping freed memory, so fresh outputs cost no page faults")
+    args = parser.parse_args()
+    if args.keep_memory and any(os.environ.get(k) != v for k, v in KEEP_MEMORY.items()):
+        os.execve(sys.executable, [sys.executable, *sys.argv], os.environ | KEEP_MEMORY)  # tunables act at start-up
+    args.device = args.device or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+    torch.set_num_threads(args.threads)
+    return args
+
+
+def machine() -> str:
+    """One line describing where the numbers come from."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
+    load = ", load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()) if hasattr(os, "getloadavg") else ""
+    memory = "glibc keeps freed memory" if all(os.environ.get(k) == v for k, v in KEEP_MEMORY.items()) else \
+        "default glibc allocator"
+    return (f"{cpu} ({os.cpu_count()} logical CPUs){gpu}; torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads, {memory}{load}")
