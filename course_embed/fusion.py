@@ -49,8 +49,9 @@ class TransformerEmbedding(nn.Module):
         base: sinusoidal wavelength base.
         d_position: width ``d_p`` of the position part with ``fusion="concat"`` (default ``d // 2``).
         sparse: sparse gradients for the token table (see :class:`~course_embed.token.TokenEmbedding`).
-        compile: compute lookup, scale and position add with ``torch.compile`` (one fused kernel; the first call
-            compiles, which needs a C++ compiler on CPU). Id checks stay eager. Not combinable with ``sparse``.
+        compile: compute lookup, scale and position add with ``torch.compile`` (one fused kernel). The first call
+            for each input shape compiles (seconds; a C++ compiler on CPU), so pad batches to a few fixed shapes.
+            Id checks stay eager. Not combinable with ``sparse``.
 
     Shapes:
         ``forward(ids, offset)``: ids ``(b, s)`` -> ``(b, s, d)``; positions are ``offset .. offset + s - 1``.
