@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+import torch.utils.deterministic
 from torch.utils import benchmark
 
 COPY = "copy"
@@ -198,6 +199,10 @@ def compare(variants: dict[str, Callable[[], Any]], nbytes: int, *, baseline: st
 
     Returns:
         :class:`BenchTable` with one row per variant, plus ``"copy"``.
+
+    While timing, ``torch.utils.deterministic.fill_uninitialized_memory`` is off (and restored afterwards): under
+    ``torch.use_deterministic_algorithms(True)`` it fills every new tensor with NaN, an extra pass over memory that
+    is a debugging aid, not part of the computation.
     """
     if baseline not in variants:
         raise ValueError(f"baseline={baseline!r} is not one of the variants {list(variants)}; name the textbook "
@@ -212,14 +217,18 @@ def compare(variants: dict[str, Callable[[], Any]], nbytes: int, *, baseline: st
         clock = time_cuda
     else:
         clock = functools.partial(time_cpu, threads=threads)
-    numbers = {}
-    for name, fn in fns.items():  # warm up, then size each block to last about block_seconds
-        fn()
-        numbers[name] = max(1, min(1 << 20, math.ceil(block_seconds / max(clock(fn, 1), 1e-9))))
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            times[name].append(clock(fn, numbers[name]))
+    numbers, times = {}, {name: [] for name in fns}
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    try:
+        for name, fn in fns.items():  # warm up, then size each block to last about block_seconds
+            fn()
+            numbers[name] = max(1, min(1 << 20, math.ceil(block_seconds / max(clock(fn, 1), 1e-9))))
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                times[name].append(clock(fn, numbers[name]))
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = fill
     rows = tuple(Row(name, statistics.median(ts), tuple(ts), nbytes) for name, ts in times.items())
     return BenchTable(title, rows, baseline, "CUDA events" if device.type == "cuda" else f"{threads} threads",
                       device.type)

@@ -118,6 +118,15 @@ def test_compare_times_every_variant_and_the_copy(device):
     assert result.format().startswith("demo  [")
 
 
+def test_compare_times_without_nan_filling_and_restores_it():
+    seen = []
+    flag = torch.utils.deterministic.fill_uninitialized_memory
+    bench.compare({"a": lambda: seen.append(torch.utils.deterministic.fill_uninitialized_memory)}, 8, baseline="a",
+                  rounds=1, block_seconds=1e-4)
+    assert seen and not any(seen)
+    assert torch.utils.deterministic.fill_uninitialized_memory == flag
+
+
 def test_make_copy_moves_the_requested_bytes():
     copy = bench.make_copy(4000, "cpu")
     out = copy()
