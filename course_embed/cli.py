@@ -1,4 +1,4 @@
-"""The ``course-embed`` command: project tasks for maintainers and instructors.
+"""course-embed: project tasks for maintainers and instructors.
 
     course-embed execute [NOTEBOOK ...]   execute chapters in place (default: every book/*.ipynb)
     course-embed exercises [NAME ...]     regenerate student notebooks and autograders from exercises/source
