@@ -822,11 +822,6 @@ class DictCacheEmbedding:
         return torch.stack(rows).unflatten(0, ids.shape)
 
 
-def max_abs_difference(a: torch.Tensor, b: torch.Tensor) -> float:
-    """``max |a - b|`` in float64 (0.0 means equal): how far a cached or approximate result is from the truth."""
-    return (a.detach().double() - b.detach().double()).abs().max().item()
-
-
 def checkpoint_report(embedding: torch.nn.Module, ids: torch.Tensor) -> dict:
     """What gradient checkpointing does to an embedding lookup ``embedding(ids)``, ids ``(b, s)``.
 
