@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 import course_embed as ce
-from course_embed import bench
+from course_embed.lab import bench
 
 from common import machine, parse
 

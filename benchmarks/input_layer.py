@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import course_embed as ce
-from course_embed import bench
+from course_embed.lab import bench
 from course_embed.checks import check_ids
 
 from common import machine, parse

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import course_embed as ce
-from course_embed import analysis, bench
+from course_embed.lab import bench, optimization
 
 from common import machine, parse
 
@@ -64,9 +64,9 @@ def bf16_table(device: str, threads: int, rounds: int) -> str:
                               bench.embedding_bytes(b, s, d, 4), baseline="float32", device=device, threads=threads,
                               rounds=rounds, title=f"table storage, (b, s, d) = ({b}, {s}, {d}), V = {v} "
                                                    f"(GB/s counts float32 bytes)")
-        err = analysis.relative_error(bf16(ids), fp32(ids))
-    storage = analysis.relative_error(fp32.token.weight.to(torch.bfloat16), fp32.token.weight)
-    lost = analysis.lost_update_fraction(fp32.token.weight.detach(), 1e-4, torch.bfloat16)
+        err = optimization.relative_error(bf16(ids), fp32(ids))
+    storage = optimization.relative_error(fp32.token.weight.to(torch.bfloat16), fp32.token.weight)
+    lost = optimization.lost_update_fraction(fp32.token.weight.detach(), 1e-4, torch.bfloat16)
     return "\n".join([
         table.format(),
         f"table rounded to bfloat16: relative error max {storage['max']:.2e}, rms {storage['rms']:.2e}",

@@ -26,7 +26,6 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn
-
 from torch.autograd.function import once_differentiable
 
 from .checks import check_ids

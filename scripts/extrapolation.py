@@ -6,7 +6,7 @@
 Five tiny causal Transformers that differ only in their position scheme (sinusoidal, learned, RoPE, ALiBi, T5
 bias) learn the repeated-block task at one length and are evaluated at 1x, 2x, 4x and 8x that length; then the RoPE
 model is extended with position interpolation, NTK and YaRN, without and with a short fine-tune. See
-``course_embed/extrapolation.py`` for the task and the model. The run is deterministic on the CPU for a given
+``course_embed/lab/extrapolation.py`` for the task and the model. The run is deterministic on the CPU for a given
 seed and thread count; the full one takes minutes on two cores, the quick one seconds.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 import course_embed as ce
-from course_embed.extrapolation import ExperimentConfig, run_experiment
+from course_embed.lab.extrapolation import ExperimentConfig, run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "book" / "data" / "extrapolation.json"

@@ -7,7 +7,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_embed import SinusoidalPositionalEncoding, TokenEmbedding, TransformerEmbedding, sinusoidal_table
+from course_embed import (
+    SinusoidalPositionalEncoding,
+    TokenEmbedding,
+    TransformerEmbedding,
+    sinusoidal_table,
+)
 from course_embed.fusion import lookup_add_reference
 
 

@@ -6,8 +6,17 @@ import math
 import pytest
 import torch
 
-from course_embed.rotary import (RotaryEmbedding, dynamic_ntk_base, layout_permutation, ntk_base, rope_frequencies,
-                                 rope_parameters, yarn_attention_factor, yarn_frequencies, yarn_ramp)
+from course_embed.rotary import (
+    RotaryEmbedding,
+    dynamic_ntk_base,
+    layout_permutation,
+    ntk_base,
+    rope_frequencies,
+    rope_parameters,
+    yarn_attention_factor,
+    yarn_frequencies,
+    yarn_ramp,
+)
 
 # float32 cos/sin cache: results agree with float64 references to float32 rounding of the tables
 TABLE_TOL = dict(rtol=1e-5, atol=1e-5)

@@ -3,7 +3,12 @@ import math
 import pytest
 import torch
 
-from course_embed import SinusoidalPositionalEncoding, inverse_frequencies, offset_rotation, sinusoidal_table
+from course_embed import (
+    SinusoidalPositionalEncoding,
+    inverse_frequencies,
+    offset_rotation,
+    sinusoidal_table,
+)
 
 
 def closed_form(length, d, base=10000.0, offset=0):

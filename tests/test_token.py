@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_embed import TokenEmbedding, init_table_, tie_weights
-from course_embed.analysis import init_std
+from course_embed.lab.token_embedding import init_std
 
 
 def test_lookup_equals_one_hot_product_and_scale(device, gen):

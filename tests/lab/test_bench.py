@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_embed import bench
+from course_embed.lab import bench
 
 
 def test_byte_formulas_count_each_tensor_once():

@@ -30,7 +30,7 @@ def _execute(args: argparse.Namespace) -> int:
 
 
 def _exercises(args: argparse.Namespace) -> int:
-    from .grading import get_exercise, find_exercises, is_stale, regenerate
+    from .grading import find_exercises, get_exercise, is_stale, regenerate
 
     try:
         chosen = [get_exercise(n, args.root) for n in args.names] or find_exercises(args.root)

@@ -1,6 +1,6 @@
 """ipywidgets explorers for readers who run the chapters.
 
-Each explorer draws with a :mod:`course_embed.plots` function and shows the figure as a PNG in an ``Image``
+Each explorer draws with a :mod:`course_embed.lab.sinusoidal` function and shows the figure as a PNG in an ``Image``
 widget, so the picture is part of the widget's state: it is stored in the executed notebook and appears on the
 static site (without working sliders), and tests can drive the sliders without a browser.
 """
@@ -12,14 +12,14 @@ import io
 import ipywidgets as w
 import matplotlib.pyplot as plt
 
-from . import plots
+from . import sinusoidal
 
 #: Slider values the sinusoidal explorer starts from; the chapter's static figure uses the same values.
 EXPLORER_DEFAULTS = {"d_model": 128, "base": 10000.0, "positions": 100}
 
 
 class SinusoidalExplorer:
-    """Sliders for ``d_model``, ``base`` and the number of positions over :func:`plots.plot_explorer`.
+    """Sliders for ``d_model``, ``base`` and the number of positions over :func:`course_embed.lab.sinusoidal.plot_explorer`.
 
     Attributes:
         d_model, base, positions: the slider widgets (``d_model`` in steps of 8, ``base`` on a log scale).
@@ -50,7 +50,7 @@ class SinusoidalExplorer:
         if self.d_model.value % step:  # set from Python, a value is not snapped to the step as in the browser
             self.d_model.value = max(step, step * round(self.d_model.value / step))
             return  # that change redraws
-        fig = plots.plot_explorer(self.d_model.value, self.base.value, self.positions.value)
+        fig = sinusoidal.plot_explorer(self.d_model.value, self.base.value, self.positions.value)
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=72)
         plt.close(fig)

@@ -16,13 +16,31 @@ import torch
 from nbformat.v4 import new_code_cell, new_notebook
 
 import course_embed as ce
-from course_embed import grading
-from course_embed.cli import main
-from course_embed.grading import (GradeRow, Gradebook, Question, answer_digest, assert_own_work, call_own,
-                                  check_measurement, grade_batch, infer_exercise, missing_answers, read_questions,
-                                  read_submission)
+from course_embed.tools import grading
+from course_embed.tools.cli import main
+from course_embed.tools.grading import (
+    Gradebook,
+    GradeRow,
+    Question,
+    answer_digest,
+    assert_own_work,
+    call_own,
+    check_measurement,
+    grade_batch,
+    infer_exercise,
+    missing_answers,
+    read_questions,
+    read_submission,
+)
 
-from .grading_cases import ALIASES, NAMES, answer_cells, built_exercises, solution_answers, with_answers  # noqa: F401
+from .grading_cases import (  # noqa: F401
+    ALIASES,
+    NAMES,
+    answer_cells,
+    built_exercises,
+    solution_answers,
+    with_answers,
+)
 
 # --- the helpers the exercises' tests use ------------------------------------------------------------------------
 

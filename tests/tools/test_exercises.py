@@ -12,10 +12,10 @@ import yaml
 from otter.test_files import ExceptionTestFile
 
 import course_embed as ce
-from course_embed.analysis import row_norms
-from course_embed.bench import tensor_bytes
-from course_embed.cli import main
-from course_embed.grading import answer_digest, check_measurement, read_questions
+from course_embed.lab.bench import tensor_bytes
+from course_embed.lab.token_embedding import row_norms
+from course_embed.tools.cli import main
+from course_embed.tools.grading import answer_digest, check_measurement, read_questions
 
 from .grading_cases import EXERCISES, NAMES, ROOT, built_exercises  # noqa: F401
 

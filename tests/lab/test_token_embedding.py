@@ -3,22 +3,22 @@ import math
 import pytest
 import torch
 
-from course_embed import analysis
-from course_embed.analysis import ModelConfig, parameter_count
+from course_embed.lab import token_embedding
+from course_embed.lab.token_embedding import ModelConfig, parameter_count
 
 
 @pytest.mark.parametrize("cfg, total", [
-    (analysis.BERT_BASE, 109_482_240),    # bert-base-uncased
-    (analysis.BERT_LARGE, 335_141_888),   # bert-large-uncased
-    (analysis.GPT2_SMALL, 124_439_808),   # gpt2
-    (analysis.LLAMA2_7B, 6_738_415_616),  # Llama-2-7b
+    (token_embedding.BERT_BASE, 109_482_240),    # bert-base-uncased
+    (token_embedding.BERT_LARGE, 335_141_888),   # bert-large-uncased
+    (token_embedding.GPT2_SMALL, 124_439_808),   # gpt2
+    (token_embedding.LLAMA2_7B, 6_738_415_616),  # Llama-2-7b
 ])
 def test_parameter_counts_match_released_checkpoints(cfg, total):
     assert parameter_count(cfg)["total"] == total
 
 
 def test_bert_base_token_table():
-    assert parameter_count(analysis.BERT_BASE)["token"] == 23_440_896 == 30522 * 768
+    assert parameter_count(token_embedding.BERT_BASE)["token"] == 23_440_896 == 30522 * 768
 
 
 def test_parameter_count_matches_a_built_model():
@@ -36,15 +36,15 @@ def test_parameter_count_matches_a_built_model():
 def test_init_std_closed_forms(init):
     V, d = 3000, 128
     expected = {"normal": 1.0, "xavier_uniform": math.sqrt(6 / (V + d)) / math.sqrt(3), "scaled_normal": 1 / math.sqrt(d)}
-    assert math.isclose(analysis.init_std(init, V, d), expected[init], rel_tol=1e-12)
+    assert math.isclose(token_embedding.init_std(init, V, d), expected[init], rel_tol=1e-12)
 
 
 def test_init_std_rejects_unknown():
     with pytest.raises(ValueError, match="init must be one of"):
-        analysis.init_std("uniform", 3, 2)
+        token_embedding.init_std("uniform", 3, 2)
 
 
 def test_row_norms_in_float64():
     w = torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float16)
-    norms = analysis.row_norms(w)
+    norms = token_embedding.row_norms(w)
     assert norms.dtype == torch.float64 and norms.tolist() == [5.0, 0.0]

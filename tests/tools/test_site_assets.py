@@ -1,4 +1,4 @@
-"""course_embed.site: packages fetched with npm, verified, cached, copied; the built site loads nothing from elsewhere."""
+"""course_embed.tools.site: packages fetched with npm, verified, cached, copied; the built site loads nothing from elsewhere."""
 
 import base64
 import hashlib
@@ -13,8 +13,15 @@ import textwrap
 import nbformat
 import pytest
 
-from course_embed import site
-from course_embed.site import PACKAGES, AssetError, Package, copy_package, fetch, remote_loads
+from course_embed.tools import site
+from course_embed.tools.site import (
+    PACKAGES,
+    AssetError,
+    Package,
+    copy_package,
+    fetch,
+    remote_loads,
+)
 
 from .test_notebooks import ROOT, toc_files
 
@@ -175,7 +182,7 @@ def test_build_localises_cdn_links_in_outputs_and_flags_remote_loads(tmp_path):
 
     src = tmp_path / "src"
     (src / "book").mkdir(parents=True)
-    (src / "conf.py").write_text('extensions = ["myst_nb", "course_embed.site"]\nnb_execution_mode = "off"\n'
+    (src / "conf.py").write_text('extensions = ["myst_nb", "course_embed.tools.site"]\nnb_execution_mode = "off"\n'
                                  'exclude_patterns = ["_build"]\n')
     (src / "index.md").write_text("# Demo\n\n```{toctree}\nbook/anim\nbook/remote\n```\n")
 

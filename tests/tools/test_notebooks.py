@@ -9,9 +9,13 @@ import pytest
 import yaml
 from nbformat.v4 import new_code_cell, new_notebook
 
-from course_embed.notebooks import coalesce_streams, execute_notebook, stable_widget_ids
+from course_embed.tools.notebooks import (
+    coalesce_streams,
+    execute_notebook,
+    stable_widget_ids,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 
 

@@ -11,10 +11,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_embed.extrapolation import (EXTENSIONS, IGNORE, SCHEMES, ExperimentConfig, TinyCausalLM, evaluate,
-                                        repeat_batch, rope_scaling_for, run_experiment)
+from course_embed.lab.extrapolation import (
+    EXTENSIONS,
+    IGNORE,
+    SCHEMES,
+    ExperimentConfig,
+    TinyCausalLM,
+    evaluate,
+    repeat_batch,
+    rope_scaling_for,
+    run_experiment,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "extrapolation.py"
 SHIPPED = ROOT / "book" / "data" / "extrapolation.json"
 

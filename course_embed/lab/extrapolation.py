@@ -30,10 +30,10 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from .alibi import alibi_bias, alibi_slopes
-from .fusion import TransformerEmbedding
-from .relative import RelativePositionBias
-from .rotary import RotaryEmbedding
+from ..alibi import alibi_bias, alibi_slopes
+from ..fusion import TransformerEmbedding
+from ..relative import RelativePositionBias
+from ..rotary import RotaryEmbedding
 
 SCHEMES: tuple[str, ...] = ("sinusoidal", "learned", "rope", "alibi", "t5")
 EXTENSIONS: tuple[str, ...] = ("none", "linear", "ntk", "yarn")

@@ -6,7 +6,7 @@ import matplotlib
 import pytest
 import torch
 
-from course_embed import analysis, bench, plots
+from course_embed.lab import bench, fusion, optimization
 
 matplotlib.use("Agg")
 
@@ -14,18 +14,18 @@ matplotlib.use("Agg")
 def test_relative_error_against_hand_computed_values():
     exact = torch.tensor([3.0, -4.0])  # rms = sqrt(12.5)
     approx = torch.tensor([3.0, -3.0])
-    err = analysis.relative_error(approx, exact)
+    err = optimization.relative_error(approx, exact)
     assert math.isclose(err["rms"], math.sqrt(0.5) / math.sqrt(12.5), rel_tol=1e-12)
     assert math.isclose(err["max"], 1 / math.sqrt(12.5), rel_tol=1e-12)
     with pytest.raises(ValueError, match="same shape"):
-        analysis.relative_error(approx, exact[:1])
+        optimization.relative_error(approx, exact[:1])
 
 
 def test_bfloat16_rounding_is_within_half_an_ulp(gen):
     w = torch.randn(1000, 64, generator=gen)
     rel = ((w.bfloat16().double() - w.double()).abs() / w.double().abs()).max().item()
     assert rel <= 2.0 ** -8  # 8 significant bits, round to nearest: half of the spacing 2**-7 relative to 1
-    err = analysis.relative_error(w.bfloat16(), w)
+    err = optimization.relative_error(w.bfloat16(), w)
     assert 2.0 ** -12 < err["rms"] < 2.0 ** -8
 
 
@@ -33,27 +33,27 @@ def test_lost_updates_follow_the_spacing_of_the_dtype():
     # bfloat16 spacing: 2**-7 * 2**e for |w| in [2**e, 2**(e+1)); a step is lost when below half of it
     w = torch.tensor([0.75, 0.0625, 0.01, 0.001])
     # spacings: 2**-8, 2**-11, 2**-14, 2**-17; half: 1.95e-3, 2.4e-4, 3.1e-5, 3.8e-6
-    assert analysis.lost_update_fraction(w, 1e-4, torch.bfloat16) == 0.5  # lost on 0.75 and 0.0625
-    assert analysis.lost_update_fraction(w, 1e-2, torch.bfloat16) == 0.0
-    assert analysis.lost_update_fraction(w, 1e-4, torch.float32) == 0.0
+    assert optimization.lost_update_fraction(w, 1e-4, torch.bfloat16) == 0.5  # lost on 0.75 and 0.0625
+    assert optimization.lost_update_fraction(w, 1e-2, torch.bfloat16) == 0.0
+    assert optimization.lost_update_fraction(w, 1e-4, torch.float32) == 0.0
 
 
 def test_dict_cache_is_correct_until_the_table_changes(gen):
     emb = torch.nn.Embedding(50, 8)
-    cached = analysis.DictCacheEmbedding(emb)
+    cached = optimization.DictCacheEmbedding(emb)
     ids = torch.randint(0, 50, (3, 7), generator=gen)
-    assert analysis.max_abs_difference(cached(ids), emb(ids)) == 0.0
+    assert fusion.max_abs_difference(cached(ids), emb(ids)) == 0.0
     assert len(cached.cache) == len(set(ids.flatten().tolist()))
     opt = torch.optim.SGD(emb.parameters(), lr=0.5)
     emb(ids).square().sum().backward()
     opt.step()
-    assert analysis.max_abs_difference(cached(ids), emb(ids)) > 0.1  # stale copies
+    assert fusion.max_abs_difference(cached(ids), emb(ids)) > 0.1  # stale copies
 
 
 def test_checkpointing_a_lookup_saves_nothing_and_reentrant_drops_the_gradient(gen):
     emb = torch.nn.Embedding(100, 16)
     ids = torch.randint(0, 100, (4, 8), generator=gen)
-    report = analysis.checkpoint_report(emb, ids)
+    report = optimization.checkpoint_report(emb, ids)
     assert report["output_bytes"] == 4 * 8 * 16 * 4
     assert report["saved_bytes"] == ids.numel() * ids.element_size()
     for mode in ("default", "reentrant"):
@@ -64,13 +64,13 @@ def test_checkpointing_a_lookup_saves_nothing_and_reentrant_drops_the_gradient(g
 
 
 def test_cpu_autocast_leaves_the_embedding_in_float32():
-    assert analysis.autocast_dtypes("cpu") == {"embedding": torch.float32, "linear": torch.bfloat16}
+    assert optimization.autocast_dtypes("cpu") == {"embedding": torch.float32, "linear": torch.bfloat16}
 
 
 def test_embedding_bag_pools(gen):
     w = torch.randn(30, 5, generator=gen, dtype=torch.float64)
     ids = torch.randint(0, 30, (2, 6), generator=gen)
-    report = analysis.embedding_bag_report(w, ids)
+    report = optimization.embedding_bag_report(w, ids)
     assert report["bag_shape"] == (2, 5) and report["lookup_shape"] == (2, 6, 5)
     assert report["max_diff_to_mean"] < 1e-14
 
@@ -82,21 +82,21 @@ def table(name_seconds, baseline="textbook"):
 
 def test_bench_bars_label_each_variant():
     t = table([("textbook", 4e-3), ("package", 1e-3), ("copy", 5e-4)])
-    fig = plots.bench_bars([t, t])
+    fig = optimization.bench_bars([t, t])
     ax = fig.axes[0]
     labels = sorted(text.get_text() for text in ax.texts)
     assert labels == ["12%", "12%", "50%", "50%"]
     assert [p.get_height() for p in ax.patches][:2] == [12.5, 12.5]
-    speed = plots.bench_bars([t], metric="speedup").axes[0]
+    speed = optimization.bench_bars([t], metric="speedup").axes[0]
     assert sorted(text.get_text() for text in speed.texts) == ["1.0x", "4.0x"]
     with pytest.raises(ValueError, match="metric"):
-        plots.bench_bars([t], metric="gbps")
+        optimization.bench_bars([t], metric="gbps")
 
 
 def test_memory_plot_uses_memory_per_rank():
     from course_embed.parallel import memory_per_rank
 
-    fig = plots.memory_per_rank_plot([1000, 10_000], 64, [1, 4])
+    fig = optimization.memory_per_rank_plot([1000, 10_000], 64, [1, 4])
     lines = fig.axes[0].get_lines()
     assert [line.get_label() for line in lines] == ["1 rank", "4 ranks"]
     assert list(lines[1].get_ydata()) == [memory_per_rank(v, 64, 4)["total"] / 2**30 for v in (1000, 10_000)]

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 EXERCISES = Path("exercises")
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # course_embed/
 ANSWER_TAG = "otter_answer_cell"  # otter assign tags every cell where the learner writes an answer
 
 # --- helpers for the exercises' tests (they run inside the learner's kernel) -----------------------------------
@@ -462,7 +462,7 @@ def grade_submission(path: str | Path, exercise: str, autograder: str | Path, qu
         result, log = work / "result.json", work / "worker.log"
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
         with open(log, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "course_embed.grading", str(notebook),
+            proc = subprocess.Popen([sys.executable, "-m", "course_embed.tools.grading", str(notebook),
                                      str(Path(autograder).resolve()), str(result)],
                                     cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)

@@ -1,7 +1,6 @@
 """The site: `jupyter-book build . -W -n --keep-going` succeeds with no warning and shows every chapter's figures."""
 
 import re
-from pathlib import Path
 
 import nbformat
 

@@ -14,9 +14,9 @@ import nbformat
 import pytest
 from filelock import FileLock
 
-from course_embed.grading import ANSWER_TAG, Assigned, assign, find_exercises
+from course_embed.tools.grading import ANSWER_TAG, Assigned, assign, find_exercises
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = find_exercises(ROOT / "exercises")
 NAMES = [e.name for e in EXERCISES]
 
@@ -30,7 +30,7 @@ ALIASES = {
         1: "from course_embed import TokenEmbedding",
     },
     "02_scaling": {
-        0: "from course_embed.analysis import init_std\n\n"
+        0: "from course_embed.lab.token_embedding import init_std\n\n"
            "def expected_norm_ratio(init, vocab_size, d_model, scale=True):\n"
            "    pe = ce.sinusoidal_table(1, d_model).norm().item()\n"
            "    return init_std(init, vocab_size, d_model) * d_model ** 0.5 * (d_model ** 0.5 if scale else 1) / pe",

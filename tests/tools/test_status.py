@@ -6,8 +6,16 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from course_embed.status import (STATUS_JSON, STATUS_PAGE, measure, render_page, stale_chapters, summarise_junit,
-                                 toc_chapters, update)
+from course_embed.tools.status import (
+    STATUS_JSON,
+    STATUS_PAGE,
+    measure,
+    render_page,
+    stale_chapters,
+    summarise_junit,
+    toc_chapters,
+    update,
+)
 
 from .test_notebooks import ROOT, toc_files
 
@@ -88,7 +96,7 @@ def test_status_page_lists_every_chapter_and_is_current():
 
 
 def test_status_command_rejects_a_draft(monkeypatch, capsys):
-    from course_embed.cli import main
+    from course_embed.tools.cli import main
 
     monkeypatch.chdir(ROOT)
     assert main(["status", "book/99_not_a_chapter.ipynb"]) == 2

@@ -148,7 +148,7 @@ def fetch(package: Package, cache: Path | None = None) -> Path:
             if (got := _integrity(tarball)) != package.integrity:
                 raise AssetError(f"{spec}: the registry's tarball has integrity {got}, not the pinned "
                                  f"{package.integrity}; refusing to serve it. Check the package, then update "
-                                 "PACKAGES in course_embed/site.py")
+                                 "PACKAGES in course_embed/tools/site.py")
             unpacked = Path(tmp) / "unpacked"
             with tarfile.open(tarball) as tar:
                 tar.extractall(unpacked, filter="data")
@@ -168,7 +168,7 @@ def copy_package(package: Package, source: Path, outdir: Path) -> list[Path]:
         matches = sorted(source.glob(pattern))
         if not matches:
             raise AssetError(f"{package.name}@{package.version} has no {pattern!r} in {source}; fix PACKAGES in "
-                             "course_embed/site.py")
+                             "course_embed/tools/site.py")
         for path in matches:
             dest = target / path.relative_to(source)
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -306,7 +306,7 @@ def _check_offline(app: Sphinx, exception: Exception | None) -> None:
             continue
         for load in remote_loads(page.read_text(encoding="utf-8")):
             logger.warning(f"{relative} loads {load} from another host; the site must work offline: serve it "
-                           "from the site (see course_embed/site.py)", type="course_embed", subtype="offline")
+                           "from the site (see course_embed/tools/site.py)", type="course_embed", subtype="offline")
 
 
 def setup(app: Sphinx) -> dict:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from course_embed import plots, sinusoidal_table, widgets
+from course_embed import sinusoidal_table
+from course_embed.lab import sinusoidal, widgets
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +45,7 @@ def test_moving_the_sliders_redraws_from_the_table():
     table = sinusoidal_table(70, 48, 1000.0).numpy()
     np.testing.assert_array_equal(heatmap(explorer), table)
     curves = explorer.figure.axes[2]
-    for line, j in zip(curves.lines, plots.explorer_dims(48)):
+    for line, j in zip(curves.lines, sinusoidal.explorer_dims(48)):
         np.testing.assert_array_equal(line.get_ydata(), table[:, j])
     assert explorer.image.value != first_png
 

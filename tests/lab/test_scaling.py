@@ -1,14 +1,18 @@
-"""Chapter 2 measurements (course_embed.analysis, section "the sqrt(d) scaling") against closed forms."""
+"""Chapter 2 measurements (course_embed.lab.scaling) against closed forms."""
 
+import io
 import math
 
+import matplotlib
+import matplotlib.pyplot as plt
 import pytest
 import torch
 import torch.nn.functional as F
+from matplotlib.patches import Rectangle
 from torch import nn
 
 import course_embed as ce
-from course_embed import analysis
+from course_embed.lab import scaling, token_embedding
 
 INITS = ("normal", "xavier_uniform", "scaled_normal")
 
@@ -24,62 +28,62 @@ def test_expected_token_norm_matches_a_measured_table(init, scale, device):
     emb = ce.TokenEmbedding(V, d, scale=scale, init=init).to(device)
     out = emb(torch.arange(V, device=device))  # (V, d): every token's vector
     measured = out.detach().double().pow(2).sum(-1).mean().sqrt().item()
-    assert measured == pytest.approx(analysis.expected_token_norm(init, V, d, scale), rel=0.01)
+    assert measured == pytest.approx(scaling.expected_token_norm(init, V, d, scale), rel=0.01)
 
 
 def test_expected_token_norm_closed_forms():
     V, d = 10000, 512
-    assert analysis.expected_token_norm("normal", V, d, False) == pytest.approx(math.sqrt(d), rel=1e-12)
-    assert analysis.expected_token_norm("normal", V, d, True) == pytest.approx(d, rel=1e-12)
-    assert analysis.expected_token_norm("scaled_normal", V, d, False) == pytest.approx(1.0, rel=1e-12)
-    assert analysis.expected_token_norm("scaled_normal", V, d, True) == pytest.approx(math.sqrt(d), rel=1e-12)
-    assert analysis.expected_token_norm("xavier_uniform", V, d, True) == pytest.approx(
+    assert scaling.expected_token_norm("normal", V, d, False) == pytest.approx(math.sqrt(d), rel=1e-12)
+    assert scaling.expected_token_norm("normal", V, d, True) == pytest.approx(d, rel=1e-12)
+    assert scaling.expected_token_norm("scaled_normal", V, d, False) == pytest.approx(1.0, rel=1e-12)
+    assert scaling.expected_token_norm("scaled_normal", V, d, True) == pytest.approx(math.sqrt(d), rel=1e-12)
+    assert scaling.expected_token_norm("xavier_uniform", V, d, True) == pytest.approx(
         math.sqrt(6 / (V + d)) / math.sqrt(3) * d, rel=1e-12)
 
 
 @pytest.mark.parametrize("d", [2, 64, 512, 1000])
 def test_sinusoidal_norm_is_every_rows_norm(d):
     table = ce.sinusoidal_table(300, d, dtype=torch.float64)
-    norms = analysis.row_norms(table)
-    torch.testing.assert_close(norms, torch.full_like(norms, analysis.sinusoidal_norm(d)), rtol=1e-12, atol=0)
+    norms = token_embedding.row_norms(table)
+    torch.testing.assert_close(norms, torch.full_like(norms, scaling.sinusoidal_norm(d)), rtol=1e-12, atol=0)
 
 
 @pytest.mark.parametrize("d", [0, 7])
 def test_sinusoidal_norm_rejects_odd_width(d):
     with pytest.raises(ValueError, match="positive even number"):
-        analysis.sinusoidal_norm(d)
+        scaling.sinusoidal_norm(d)
 
 
 @pytest.mark.parametrize("d", [64, 512, 4096])
 def test_ratio_is_sqrt_2d_for_standard_normal_and_sqrt2_for_scaled(d):
-    assert analysis.token_to_position_ratio("normal", 1000, d, True) == pytest.approx(math.sqrt(2 * d), rel=1e-12)
-    assert analysis.token_to_position_ratio("scaled_normal", 1000, d, True) == pytest.approx(math.sqrt(2), rel=1e-12)
-    assert analysis.token_to_position_ratio("normal", 1000, d, False) == pytest.approx(math.sqrt(2), rel=1e-12)
+    assert scaling.token_to_position_ratio("normal", 1000, d, True) == pytest.approx(math.sqrt(2 * d), rel=1e-12)
+    assert scaling.token_to_position_ratio("scaled_normal", 1000, d, True) == pytest.approx(math.sqrt(2), rel=1e-12)
+    assert scaling.token_to_position_ratio("normal", 1000, d, False) == pytest.approx(math.sqrt(2), rel=1e-12)
 
 
 def test_ratio_is_32_at_d_512():
-    assert analysis.token_to_position_ratio("normal", 10000, 512, True) == pytest.approx(32.0, rel=1e-12)
+    assert scaling.token_to_position_ratio("normal", 10000, 512, True) == pytest.approx(32.0, rel=1e-12)
 
 
 @pytest.mark.parametrize("scale", [False, True])
 def test_output_row_norms_are_the_norms_of_the_outputs(scale, device):
     emb = ce.TokenEmbedding(50, 16, scale=scale, init="normal", padding_idx=0).to(device)
     expected = emb(torch.arange(50, device=device)).detach().double().norm(dim=-1)
-    norms = analysis.output_row_norms(emb)
+    norms = scaling.output_row_norms(emb)
     assert norms.dtype == torch.float64 and norms.shape == (50,) and norms[0] == 0
     torch.testing.assert_close(norms, expected, rtol=1e-6, atol=1e-9)
 
 
 def test_output_row_norms_of_nn_embedding_has_no_multiplier():
     emb = nn.Embedding(20, 8)
-    torch.testing.assert_close(analysis.output_row_norms(emb), emb.weight.detach().double().norm(dim=-1))
+    torch.testing.assert_close(scaling.output_row_norms(emb), emb.weight.detach().double().norm(dim=-1))
 
 
 def test_rms():
-    assert analysis.rms(torch.tensor([3.0, -4.0])) == pytest.approx(math.sqrt(12.5), rel=1e-12)
-    assert analysis.rms(torch.full((2, 3), -2.0, dtype=torch.float16)) == 2.0
+    assert scaling.rms(torch.tensor([3.0, -4.0])) == pytest.approx(math.sqrt(12.5), rel=1e-12)
+    assert scaling.rms(torch.full((2, 3), -2.0, dtype=torch.float16)) == 2.0
     with pytest.raises(ValueError, match="empty"):
-        analysis.rms(torch.empty(0))
+        scaling.rms(torch.empty(0))
 
 
 # --- tied logits --------------------------------------------------------------------------------------------------
@@ -93,15 +97,15 @@ def test_tied_logit_std_matches_measured_logits(init, device, gen):
     head = ce.tie_weights(emb, nn.Linear(d, V, bias=False))
     hidden = F.layer_norm(torch.randn(64, d, generator=gen), (d,)).to(device)  # unit RMS rows
     targets = torch.randint(0, V, (64,), generator=gen).to(device)
-    stats = analysis.logit_stats(hidden, head.weight, targets)
-    assert stats.std == pytest.approx(analysis.tied_logit_std(init, V, d), rel=0.03)
-    assert analysis.tied_logit_std(init, V, d) == pytest.approx(analysis.init_std(init, V, d) * math.sqrt(d))
+    stats = scaling.logit_stats(hidden, head.weight, targets)
+    assert stats.std == pytest.approx(scaling.tied_logit_std(init, V, d), rel=0.03)
+    assert scaling.tied_logit_std(init, V, d) == pytest.approx(token_embedding.init_std(init, V, d) * math.sqrt(d))
 
 
 def test_logit_stats_of_a_zero_weight_is_a_uniform_guess(gen):
     V, d = 100, 8
     hidden = torch.randn(2, 5, d, generator=gen)
-    stats = analysis.logit_stats(hidden, torch.zeros(V, d), torch.randint(0, V, (2, 5), generator=gen))
+    stats = scaling.logit_stats(hidden, torch.zeros(V, d), torch.randint(0, V, (2, 5), generator=gen))
     assert stats.std == 0
     assert stats.loss == pytest.approx(math.log(V), rel=1e-12)
     assert stats.top_probability == pytest.approx(1 / V, rel=1e-12)
@@ -113,7 +117,7 @@ def test_logit_stats_against_torch_cross_entropy(gen):
     logits = hidden.double() @ weight.double().T
     loss = F.cross_entropy(logits, targets).item()
     top = (logits.exp() / logits.exp().sum(-1, keepdim=True)).max(-1).values.mean().item()
-    stats = analysis.logit_stats(hidden, weight, targets)
+    stats = scaling.logit_stats(hidden, weight, targets)
     assert stats.loss == pytest.approx(loss, rel=1e-10)
     assert stats.top_probability == pytest.approx(top, rel=1e-10)
     assert stats.std == pytest.approx(logits.flatten().std().item(), rel=1e-10)
@@ -125,16 +129,16 @@ def test_unit_scale_logits_cost_log_v_plus_half(gen):
     weight = torch.randn(V, d, generator=gen) * d ** -0.5
     hidden = F.layer_norm(torch.randn(200, d, generator=gen), (d,))
     targets = torch.randint(0, V, (200,), generator=gen)
-    stats = analysis.logit_stats(hidden, weight, targets)
+    stats = scaling.logit_stats(hidden, weight, targets)
     target_logit = (hidden.double() * weight[targets].double()).sum(-1).mean().item()  # ~N(0, 1/200), removed
     assert stats.loss + target_logit == pytest.approx(math.log(V) + 0.5, abs=0.03)
 
 
 def test_logit_stats_shape_errors():
     with pytest.raises(ValueError, match="width"):
-        analysis.logit_stats(torch.zeros(3, 4), torch.zeros(10, 5), torch.zeros(3, dtype=torch.long))
+        scaling.logit_stats(torch.zeros(3, 4), torch.zeros(10, 5), torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="targets must have shape"):
-        analysis.logit_stats(torch.zeros(3, 4), torch.zeros(10, 4), torch.zeros(2, dtype=torch.long))
+        scaling.logit_stats(torch.zeros(3, 4), torch.zeros(10, 4), torch.zeros(2, dtype=torch.long))
 
 
 # --- position probe -----------------------------------------------------------------------------------------------
@@ -147,28 +151,28 @@ def _probe_setting(init, scale, d=128, V=2000):
 
 
 def test_probe_reads_position_vectors_alone_perfectly():
-    result = analysis.position_probe(None, ce.sinusoidal_table(32, 128), 4, torch.Generator().manual_seed(0))
+    result = scaling.position_probe(None, ce.sinusoidal_table(32, 128), 4, torch.Generator().manual_seed(0))
     assert result.accuracy == 1.0 and result.mean_abs_error == 0.0
 
 
 def test_probe_is_at_chance_when_tokens_are_16x_the_positions(device):
     pe = ce.sinusoidal_table(32, 128)
     tokens = _probe_setting("normal", True).to(device)  # ratio sqrt(2 * 128) = 16
-    result = analysis.position_probe(tokens, pe, 64, torch.Generator().manual_seed(0))
+    result = scaling.position_probe(tokens, pe, 64, torch.Generator().manual_seed(0))
     assert result.accuracy < 2 * result.chance_accuracy
     assert result.mean_abs_error > 0.9 * result.chance_abs_error
 
 
 @pytest.mark.parametrize("init, scale", [("normal", False), ("scaled_normal", True)])
 def test_probe_finds_most_positions_at_unit_rms(init, scale):
-    result = analysis.position_probe(_probe_setting(init, scale), ce.sinusoidal_table(32, 128), 64,
+    result = scaling.position_probe(_probe_setting(init, scale), ce.sinusoidal_table(32, 128), 64,
                                      torch.Generator().manual_seed(0))
     assert result.accuracy > 10 * result.chance_accuracy
     assert result.mean_abs_error < 0.1 * result.chance_abs_error
 
 
 def test_probe_is_perfect_with_small_tokens():
-    result = analysis.position_probe(_probe_setting("scaled_normal", False), ce.sinusoidal_table(32, 128), 16,
+    result = scaling.position_probe(_probe_setting("scaled_normal", False), ce.sinusoidal_table(32, 128), 16,
                                      torch.Generator().manual_seed(0))
     assert result.accuracy == 1.0
 
@@ -181,21 +185,21 @@ def test_probe_equals_an_independent_nearest_centroid_classifier():
     x = tokens[ids] + pe
     predicted = torch.cdist(x[n:].reshape(-1, d), x[:n].mean(0)).argmin(-1)
     truth = torch.arange(s).repeat(n)
-    result = analysis.position_probe(tokens, pe, n, torch.Generator().manual_seed(5))
+    result = scaling.position_probe(tokens, pe, n, torch.Generator().manual_seed(5))
     assert result.accuracy == pytest.approx((predicted == truth).double().mean().item(), abs=1e-12)
     assert result.mean_abs_error == pytest.approx((predicted - truth).abs().double().mean().item(), abs=1e-12)
 
 
 def test_probe_is_deterministic_and_device_independent(device):
     tokens, pe = _probe_setting("scaled_normal", True), ce.sinusoidal_table(32, 128)
-    a = analysis.position_probe(tokens, pe, 16, torch.Generator().manual_seed(3))
-    b = analysis.position_probe(tokens.to(device), pe.to(device), 16, torch.Generator().manual_seed(3))
+    a = scaling.position_probe(tokens, pe, 16, torch.Generator().manual_seed(3))
+    b = scaling.position_probe(tokens.to(device), pe.to(device), 16, torch.Generator().manual_seed(3))
     assert a == b
 
 
 @pytest.mark.parametrize("s", [1, 2, 7, 64])
 def test_probe_chance_levels_match_enumeration(s):
-    result = analysis.position_probe(None, ce.sinusoidal_table(s, 8), 1, torch.Generator())
+    result = scaling.position_probe(None, ce.sinusoidal_table(s, 8), 1, torch.Generator())
     pairs = torch.cartesian_prod(torch.arange(s), torch.arange(s))
     assert result.chance_accuracy == pytest.approx(1 / s)
     assert result.chance_abs_error == pytest.approx((pairs[:, 0] - pairs[:, 1]).abs().double().mean().item())
@@ -204,11 +208,11 @@ def test_probe_chance_levels_match_enumeration(s):
 def test_probe_bad_input():
     pe = ce.sinusoidal_table(8, 16)
     with pytest.raises(ValueError, match=r"tokens must have shape \(v, 16\)"):
-        analysis.position_probe(torch.zeros(10, 12), pe, 2, torch.Generator())
+        scaling.position_probe(torch.zeros(10, 12), pe, 2, torch.Generator())
     with pytest.raises(ValueError, match="positions must have shape"):
-        analysis.position_probe(None, pe[0], 2, torch.Generator())
+        scaling.position_probe(None, pe[0], 2, torch.Generator())
     with pytest.raises(ValueError, match="sequences must be a positive"):
-        analysis.position_probe(None, pe, 0, torch.Generator())
+        scaling.position_probe(None, pe, 0, torch.Generator())
 
 
 # --- dtypes -------------------------------------------------------------------------------------------------------
@@ -219,19 +223,19 @@ def test_spacing_is_the_gap_to_the_next_number(dtype, gen):
     x = (torch.randn(500, generator=gen) * 30).to(dtype)  # values exactly representable in dtype
     x = x[x != 0]
     gap = (torch.nextafter(x.abs(), torch.full_like(x, math.inf)) - x.abs()).double()
-    torch.testing.assert_close(analysis.spacing(x, dtype), gap, rtol=0, atol=0)
+    torch.testing.assert_close(scaling.spacing(x, dtype), gap, rtol=0, atol=0)
 
 
 def test_spacing_known_values():
     values = torch.tensor([1.0, 20.0, 0.7, -20.0])
     expected = torch.tensor([2 ** -7, 2 ** -3, 2 ** -8, 2 ** -3], dtype=torch.float64)
-    torch.testing.assert_close(analysis.spacing(values, torch.bfloat16), expected, rtol=0, atol=0)
-    assert analysis.spacing(torch.tensor([1e-6]), torch.float16).item() == 2 ** -24  # fp16 subnormal step
+    torch.testing.assert_close(scaling.spacing(values, torch.bfloat16), expected, rtol=0, atol=0)
+    assert scaling.spacing(torch.tensor([1e-6]), torch.float16).item() == 2 ** -24  # fp16 subnormal step
 
 
 def test_dtype_functions_reject_integer_dtypes():
-    for fn in (analysis.spacing, analysis.underflow_fraction, analysis.overflow_headroom,
-               analysis.squared_norm_overflow):
+    for fn in (scaling.spacing, scaling.underflow_fraction, scaling.overflow_headroom,
+               scaling.squared_norm_overflow):
         with pytest.raises(TypeError, match="floating-point torch.dtype"):
             fn(torch.ones(3), torch.int32)
 
@@ -246,28 +250,28 @@ def test_position_rounding_error_is_the_rounding_noise_of_the_sum(dtype, mantiss
     positions = (2 * torch.rand(s, d, generator=gen) - 1).to(device)
     step = 16 * 2.0 ** -mantissa_bits
     expected = step / math.sqrt(12) * math.sqrt(3)
-    assert analysis.position_rounding_error(tokens, positions, dtype) == pytest.approx(expected, rel=0.03)
+    assert scaling.position_rounding_error(tokens, positions, dtype) == pytest.approx(expected, rel=0.03)
 
 
 def test_position_rounding_error_grows_with_the_tokens_and_vanishes_in_float64(gen):
     pe = ce.sinusoidal_table(32, 64)
     base = torch.randn(4, 32, 64, generator=gen)
-    errors = [analysis.position_rounding_error(base * k, pe, torch.bfloat16) for k in (0.05, 1, 22.6)]
+    errors = [scaling.position_rounding_error(base * k, pe, torch.bfloat16) for k in (0.05, 1, 22.6)]
     assert errors[0] < errors[1] < errors[2]
-    assert analysis.position_rounding_error(base * 22.6, pe, torch.float64) < 1e-14
+    assert scaling.position_rounding_error(base * 22.6, pe, torch.float64) < 1e-14
 
 
 def test_underflow_fraction():
     x = torch.tensor([1e-9, 1e-3, 0.0, -1e-10])
-    assert analysis.underflow_fraction(x, torch.float16) == pytest.approx(2 / 3)
-    assert analysis.underflow_fraction(x, torch.bfloat16) == 0
+    assert scaling.underflow_fraction(x, torch.float16) == pytest.approx(2 / 3)
+    assert scaling.underflow_fraction(x, torch.bfloat16) == 0
     with pytest.raises(ValueError, match="no non-zero"):
-        analysis.underflow_fraction(torch.zeros(3), torch.float16)
+        scaling.underflow_fraction(torch.zeros(3), torch.float16)
 
 
 def test_overflow_headroom():
-    assert analysis.overflow_headroom(torch.tensor([1.0, -2.0]), torch.float16) == pytest.approx(65504 / 2)
-    assert analysis.overflow_headroom(torch.zeros(2), torch.float16) == math.inf
+    assert scaling.overflow_headroom(torch.tensor([1.0, -2.0]), torch.float16) == pytest.approx(65504 / 2)
+    assert scaling.overflow_headroom(torch.zeros(2), torch.float16) == math.inf
 
 
 def test_squared_norm_overflow_agrees_with_a_float16_computation(gen):
@@ -277,8 +281,8 @@ def test_squared_norm_overflow_agrees_with_a_float16_computation(gen):
     x = x / x.norm(dim=-1, keepdim=True) * targets.sqrt()[:, None]
     half = x.half()
     reference = torch.isinf((half.float().pow(2).sum(-1)).half()).double().mean().item()
-    assert analysis.squared_norm_overflow(x, torch.float16) == reference == pytest.approx(3 / 6)
-    assert analysis.squared_norm_overflow(x, torch.bfloat16) == 0
+    assert scaling.squared_norm_overflow(x, torch.float16) == reference == pytest.approx(3 / 6)
+    assert scaling.squared_norm_overflow(x, torch.bfloat16) == 0
 
 
 def test_squared_norm_overflow_of_scaled_standard_normal_follows_chi_square():
@@ -289,4 +293,95 @@ def test_squared_norm_overflow_of_scaled_standard_normal_follows_chi_square():
         x = emb(torch.arange(6000)).detach()
         expected = torch.special.gammaincc(torch.tensor(d / 2, dtype=torch.float64),
                                            torch.tensor(65520 / (2 * d), dtype=torch.float64)).item()
-        assert analysis.squared_norm_overflow(x, torch.float16) == pytest.approx(expected, abs=0.02)
+        assert scaling.squared_norm_overflow(x, torch.float16) == pytest.approx(expected, abs=0.02)
+
+
+# --- figures ----------------------------------------------------------------------------------------------
+
+
+NORMS = {"normal": (22.6, 512.0), "xavier_uniform": (0.31, 7.06), "scaled_normal": (1.0, 22.6)}
+
+
+@pytest.fixture(autouse=True)
+def no_show_and_close(monkeypatch):
+    """Figures are returned, never shown; close them after each test."""
+    def show(*args, **kwargs):
+        raise AssertionError("plots functions must not call plt.show()")
+    monkeypatch.setattr(plt, "show", show)
+    yield
+    plt.close("all")
+
+
+def _bars(ax):
+    return [p for p in ax.patches if isinstance(p, Rectangle)]
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def test_row_norm_bars_show_the_given_norms_and_the_position_line():
+    fig = scaling.plot_row_norms(NORMS, 16.0, 512)
+    assert isinstance(fig, matplotlib.figure.Figure)
+    ax = fig.axes[0]
+    heights = sorted(round(b.get_height(), 6) for b in _bars(ax))
+    assert heights == sorted(v for pair in NORMS.values() for v in pair)
+    assert ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(NORMS)
+    hlines = [line for line in ax.get_lines() if list(line.get_ydata()) == [16.0, 16.0]]
+    assert len(hlines) == 1
+    assert _png(fig).startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("norms, match", [({}, "empty"), ({"normal": (1.0,)}, "pair"),
+                                          ({"normal": (0.0, 1.0)}, "positive")])
+def test_row_norm_bars_bad_input(norms, match):
+    with pytest.raises(ValueError, match=match):
+        scaling.plot_row_norms(norms, 16.0, 512)
+
+
+def test_norm_ratio_lines_follow_the_data():
+    d_models = [64, 256, 1024]
+    ratios = {"normal": [11.3, 22.6, 45.3], "scaled_normal": [1.41, 1.41, 1.41]}
+    fig = scaling.plot_norm_ratio(d_models, ratios)
+    ax = fig.axes[0]
+    data = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
+    for label, values in ratios.items():
+        assert data[label] == (d_models, values)
+    assert list(data["equal norms"][1]) == [1.0, 1.0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert _png(fig).startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("d_models, ratios, match", [
+    ([64, 128], {"a": [1.0]}, "1 values for 2 widths"),
+    ([], {"a": []}, "d_models is empty"),
+    ([64], {}, "ratios is empty"),
+    ([64], {"a": [-1.0]}, "positive"),
+])
+def test_norm_ratio_bad_input(d_models, ratios, match):
+    with pytest.raises(ValueError, match=match):
+        scaling.plot_norm_ratio(d_models, ratios)
+
+
+def test_probe_bars_show_accuracies_and_chance():
+    labels, accuracies = ["a", "b", "c"], [1.0, 0.02, 0.86]
+    fig = scaling.plot_probe_accuracy(labels, accuracies, 1 / 64)
+    ax = fig.axes[0]
+    assert [round(b.get_width(), 6) for b in _bars(ax)] == accuracies
+    assert [t.get_text() for t in ax.get_yticklabels()] == labels
+    vlines = [line for line in ax.get_lines() if list(line.get_xdata()) == [1 / 64, 1 / 64]]
+    assert len(vlines) == 1
+    assert _png(fig).startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("labels, accuracies, chance, match", [
+    (["a"], [0.5, 0.6], 0.1, "one each"),
+    (["a"], [1.5], 0.1, r"\[0, 1\]"),
+    ([], [], 0.1, "empty"),
+])
+def test_probe_bars_bad_input(labels, accuracies, chance, match):
+    with pytest.raises(ValueError, match=match):
+        scaling.plot_probe_accuracy(labels, accuracies, chance)
