@@ -181,8 +181,9 @@ def _check_cli(parser: argparse.ArgumentParser, args: list[str], command: str) -
     """Parse ``args`` as the CLI would, without running anything; return the subcommand."""
     try:
         return parser.parse_args(args).command
-    except SystemExit:
-        pytest.fail(f"CONTRIBUTING.md names `{command}`, which the CLI rejects (see the error above)")
+    except (SystemExit, argparse.ArgumentError) as error:  # argparse prints what it rejected (captured below)
+        reason = error if isinstance(error, argparse.ArgumentError) else "argparse's message is in the captured stderr"
+        pytest.fail(f"CONTRIBUTING.md names `{command}`, which the CLI rejects ({reason})")
 
 
 def test_contributing_names_only_commands_that_exist(capsys):
