@@ -186,7 +186,7 @@ def _check_cli(parser: argparse.ArgumentParser, args: list[str], command: str) -
         pytest.fail(f"CONTRIBUTING.md names `{command}`, which the CLI rejects ({reason})")
 
 
-def test_contributing_names_only_commands_that_exist(capsys):
+def test_contributing_names_only_commands_that_exist():
     cli = _cli()
     commands = guide_commands()
     subcommands = set()
