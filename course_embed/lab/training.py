@@ -212,7 +212,7 @@ def _batches(specs, task, batch, step, generators):
 
 
 def train(model: TinyEnsemble, task: Task, steps: int, batch: int = 32, lr: float = 3e-3, eval_every: int = 25,
-          eval_batch: int = 256) -> dict[str, torch.Tensor]:
+          eval_batch: int = 64) -> dict[str, torch.Tensor]:
     """Train every member with Adam on ``task`` (a fresh batch each step), one thread, deterministic.
 
     Each member's data come from ``Generator().manual_seed(1000 + spec.seed)``; members with the same seed see
