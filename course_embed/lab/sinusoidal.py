@@ -192,8 +192,6 @@ def unseen_angle_gap(train_len: int, test_len: int, d_model: int, base: float = 
     return torch.stack(gaps)
 
 
-
-
 def _heatmap(ax, table: torch.Tensor, d_model: int, base: float):
     """Draw a ``(s, d_shown)`` slice of a sinusoidal table: positions down, dimensions across, wavelengths on top."""
     shown = table.shape[1]
