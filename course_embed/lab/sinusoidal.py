@@ -6,6 +6,8 @@ Shapes: ``s`` positions, ``d`` model width. Figures are returned as ``Figure`` o
 
 from __future__ import annotations
 
+import base64
+import io
 import math
 import re
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import torch
 from matplotlib import animation, patches
+from PIL import Image
 
 from ..sinusoidal import inverse_frequencies, offset_rotation, sinusoidal_table
 
@@ -189,8 +192,6 @@ def unseen_angle_gap(train_len: int, test_len: int, d_model: int, base: float = 
     return torch.stack(gaps)
 
 
-
-
 def _heatmap(ax, table: torch.Tensor, d_model: int, base: float):
     """Draw a ``(s, d_shown)`` slice of a sinusoidal table: positions down, dimensions across, wavelengths on top."""
     shown = table.shape[1]
@@ -206,19 +207,74 @@ def _heatmap(ax, table: torch.Tensor, d_model: int, base: float):
     return image
 
 
-def plot_heatmap(length: int = 100, d_model: int = 512, dims: int = 128, base: float = 10000.0):
+def halves_layout(table: torch.Tensor) -> torch.Tensor:
+    """Reorder interleaved ``[sin0, cos0, sin1, cos1, ...]`` columns to ``[sin0, sin1, ... | cos0, cos1, ...]``,
+    the layout of Tensor2Tensor and fairseq: ``(s, d) -> (s, d)``."""
+    _check_table(table)
+    return torch.cat((table[:, 0::2], table[:, 1::2]), dim=1)
+
+
+def plot_heatmap(length: int = 100, d_model: int = 512, dims: int = 128, base: float = 10000.0,
+                 halves: bool = False):
     """Heatmap of the first ``dims`` dimensions of a ``(length, d_model)`` sinusoidal table, labelled correctly.
 
-    Low dimension indices (left) are the fast, short-wavelength ones; wavelengths grow to the right.
+    Low dimension indices (left) are the fast, short-wavelength ones; wavelengths grow to the right. With
+    ``halves``, a second panel shows the same ``dims // 2`` pairs in the ``[sin | cos]`` layout
+    (:func:`halves_layout`), where the interleaving stripes disappear.
     """
     if not 2 <= dims <= d_model:
         raise ValueError(f"dims must lie in [2, d_model={d_model}], got {dims}")
     table = sinusoidal_table(length, d_model, base)[:, :dims]  # (s, dims)
-    fig, ax = plt.subplots(figsize=(8, 4))
-    image = _heatmap(ax, table, d_model, base)
-    fig.colorbar(image, ax=ax, label="PE value")
-    ax.set_title(f"d_model = {d_model}, first {dims} dimensions: left changes fast, right slowly", fontsize=10)
+    fig, axes = plt.subplots(1, 2 if halves else 1, figsize=(11 if halves else 8, 4.4), squeeze=False,
+                             layout="constrained")
+    image = _heatmap(axes[0, 0], table, d_model, base)
+    if halves:
+        axes[0, 0].set_title("interleaved: sin, cos, sin, cos, ... (the paper, this course)", fontsize=9)
+        right = axes[0, 1]
+        right.imshow(halves_layout(table).numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
+                     interpolation="nearest")
+        right.axvline(dims / 2 - 0.5, color="k", lw=1)
+        right.set_xlabel(f"column: sines of pairs 0-{dims // 2 - 1}, then their cosines")
+        right.set_ylabel("position")
+        right.set_title("[sin | cos] halves (Tensor2Tensor, fairseq): same pairs", fontsize=9)
+    fig.colorbar(image, ax=list(axes.flat), label="PE value")
+    fig.suptitle(f"d_model = {d_model}, first {dims} dimensions: left changes fast, right slowly", fontsize=10)
+    return fig
+
+
+def plot_offset_scores(scores: torch.Tensor, k: int, title: str = ""):
+    """A ``(s, s)`` score matrix as a heatmap (query ``p`` down, key ``q`` across) with the line ``q = p - k``."""
+    if scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
+        raise ValueError(f"scores must be a square (queries, keys) matrix, got {tuple(scores.shape)}")
+    s = scores.shape[0]
+    fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    image = ax.imshow(scores.detach().double().numpy(), cmap="viridis", interpolation="nearest")
+    ax.plot(range(0, s - k), range(k, s), ls=(0, (2, 4)), color="tab:red", lw=1, label=f"q = p - {k}")
+    ax.set_xlim(-0.5, s - 0.5)
+    ax.set_ylim(s - 0.5, -0.5)
+    ax.set_xlabel("key position q")
+    ax.set_ylabel("query position p")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.colorbar(image, ax=ax, label="score")
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+def plot_score_terms(terms: dict[str, torch.Tensor], title: str = ""):
+    """Heatmaps of the terms of an attention score, each ``(s, s)`` (query down, key across), one colour scale."""
+    if not terms or any(t.dim() != 2 for t in terms.values()):
+        raise ValueError("terms must map names to (queries, keys) matrices")
+    limit = max(t.abs().max().item() for t in terms.values())
+    fig, axes = plt.subplots(1, len(terms), figsize=(2.9 * len(terms), 3.1), squeeze=False)
+    for ax, (name, term) in zip(axes[0], terms.items()):
+        image = ax.imshow(term.detach().double().numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit,
+                          interpolation="nearest")
+        ax.set_title(f"{name}\n(std {term.double().std().item():.2f})", fontsize=9)
+        ax.set_xlabel("key position q")
+    axes[0, 0].set_ylabel("query position p")
+    fig.colorbar(image, ax=list(axes[0]), label="score term", shrink=0.8)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
@@ -266,7 +322,8 @@ def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512,
     ax.set_xscale("log")
     ax.set_xlabel("offset k = |p - q| (positions)")
     ax.set_ylabel("PE[p] . PE[q] / (d/2)")
-    ax.set_title("The dot product depends only on the offset, and does not fall monotonically", fontsize=10)
+    ax.set_title("PE(p) . PE(q) by offset (closed form): falling overall, with bumps, flat past ~1000",
+                 fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -291,7 +348,8 @@ def plot_unseen_angles(train_len: int = 512, test_len: int = 2048, d_model: int 
 
 
 def pair_circles(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), base: float = 10000.0):
-    """One unit disc per sin/cos pair, with a hand pointing at ``(x, y) = (PE[p, 2i], PE[p, 2i + 1])``.
+    """One unit disc per sin/cos pair, with a hand pointing at ``(x, y) = (PE[p, 2i], PE[p, 2i + 1])`` and a faint
+    trail of the points of the earlier positions (the angles a model trained on ``0 .. p`` has seen).
 
     Returns ``(fig, update)``; ``update(p)`` moves every hand to position ``p`` and returns the hands (``Line2D``,
     data ``([0, sin], [0, cos])``).
@@ -300,37 +358,49 @@ def pair_circles(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), base
     if not pairs or any(not 0 <= i < half for i in pairs):
         raise ValueError(f"pairs must be indices in [0, d_model/2 = {half}), got {pairs}")
     lengths = wavelengths(d_model, base)
-    fig, axes = plt.subplots(1, len(pairs), figsize=(1.5 * len(pairs), 1.9), dpi=72)
+    fig, axes = plt.subplots(1, len(pairs), figsize=(1.6 * len(pairs), 2.0), dpi=144)
     axes = [axes] if len(pairs) == 1 else list(axes)
-    hands = []
+    hands, trails = [], []
     for ax, i in zip(axes, pairs):
         # a flat disc without antialiasing keeps every PNG frame small
         ax.add_patch(patches.Circle((0, 0), 1, facecolor="#e8eef6", edgecolor="none", antialiased=False))
+        trail, = ax.plot([], [], "o", color="tab:orange", ms=2.5, alpha=0.6)
         hand, = ax.plot([0, 0], [0, 1], "-o", color="tab:blue", markevery=[1])
         hands.append(hand)
+        trails.append(trail)
         ax.set_aspect("equal")
         ax.set_xlim(-1.2, 1.2)
         ax.set_ylim(-1.2, 1.2)
         ax.axis("off")
-        ax.set_title(f"x: dim {2 * i}, y: dim {2 * i + 1}\nwavelength {lengths[2 * i].item():.3g}", fontsize=8)
+        ax.set_title(f"pair {i} (dims {2 * i}, {2 * i + 1})\nwavelength {lengths[2 * i].item():.3g}", fontsize=8)
     title = fig.suptitle("position 0", fontsize=9)
     fig.tight_layout()
 
     def update(p: int):
-        row = sinusoidal_table(1, d_model, base, offset=p)[0]  # (d,)
-        for hand, i in zip(hands, pairs):
-            hand.set_data([0, row[2 * i].item()], [0, row[2 * i + 1].item()])
+        table = sinusoidal_table(p + 1, d_model, base)  # (p + 1, d): this position and the earlier ones
+        for hand, trail, i in zip(hands, trails, pairs):
+            hand.set_data([0, table[p, 2 * i].item()], [0, table[p, 2 * i + 1].item()])
+            trail.set_data(table[:p, 2 * i].numpy(), table[:p, 2 * i + 1].numpy())
         title.set_text(f"position {p}")
         return hands
 
     return fig, update
 
 
-def animate_pairs(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), positions: int = 40,
-                  base: float = 10000.0, name: str = "pairs", interval: int = 400) -> str:
+def _quantize_png(match: re.Match, colors: int) -> str:
+    data = match.group(1).replace("\\\n", "")  # to_jshtml breaks the base64 text with backslash-newlines
+    image = Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB")
+    buffer = io.BytesIO()
+    image.quantize(colors=colors, dither=Image.Dither.NONE).save(buffer, format="png", optimize=True)
+    return f'data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}"'
+
+
+def animate_pairs(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), positions: int = 24,
+                  base: float = 10000.0, name: str = "pairs", interval: int = 450, colors: int = 16) -> str:
     """An HTML animation (``to_jshtml``: PNG frames and inline JavaScript) of :func:`pair_circles` for positions
     ``0 .. positions - 1``, one frame each; it plays on a static page, without a kernel.
 
+    Frames are drawn at 144 dpi and stored as ``colors``-colour palette PNGs, which keeps a sharp animation small.
     ``to_jshtml`` names its elements with a random id; it is replaced by ``name`` (a JavaScript identifier) so
     that re-running a notebook stores the same HTML. The figure is closed, so a notebook shows it only once.
     """
@@ -338,10 +408,11 @@ def animate_pairs(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), pos
         raise ValueError(f"name must be a JavaScript identifier (letters, digits, _), got {name!r}")
     if positions < 1:
         raise ValueError(f"positions must be >= 1 (one frame per position), got {positions}")
+    if not 2 <= colors <= 256:
+        raise ValueError(f"colors must be in [2, 256] (a PNG palette), got {colors}")
     fig, update = pair_circles(d_model, pairs, base)
     html = animation.FuncAnimation(fig, update, frames=positions, interval=interval).to_jshtml(default_mode="loop")
     plt.close(fig)
     random_id = re.search(r"_anim_img([0-9a-f]{32})", html).group(1)
+    html = re.sub(r'data:image/png;base64,([A-Za-z0-9+/=\\\n]+)"', lambda m: _quantize_png(m, colors), html)
     return html.replace(random_id, name)
-
-

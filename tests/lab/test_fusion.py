@@ -286,3 +286,32 @@ def test_dropout_average_figure_is_log_log_with_both_series():
 def test_dropout_average_figure_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
         fusion.plot_dropout_average(*args)
+
+
+def test_cosine_histograms_figure():
+    values = torch.tensor([-0.5, 0.0, 0.1, 0.2])
+    fig = fusion.plot_cosine_histograms({16: values})
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "cos(token vector, position vector)"
+    assert sorted(x for line in ax.lines for x in line.get_xdata()) == pytest.approx(
+        [-fusion.expected_abs_cosine(16)] * 2 + [fusion.expected_abs_cosine(16)] * 2)
+    with pytest.raises(ValueError, match="cosines is empty"):
+        fusion.plot_cosine_histograms({})
+
+
+def test_plot_bars_heights_and_labels():
+    fig = fusion.plot_bars({"g1": {"a": 1.0, "b": 2.0}, "g2": {"a": 3.0, "b": 4.0}}, "y", "t")
+    ax = fig.axes[0]
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    assert heights == [1.0, 2.0, 3.0, 4.0] and ax.get_ylabel() == "y"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["g1", "g2"]
+    with pytest.raises(ValueError, match="same bar labels|bar labels"):
+        fusion.plot_bars({"g1": {"a": 1.0}, "g2": {"b": 1.0}}, "y", "t")
+
+
+def test_plot_pad_influence():
+    fig = fusion.plot_pad_influence([1, 2, 4], [0.1, 0.2, 0.3], [0.0, 0.0, 0.0])
+    ax = fig.axes[0]
+    assert ax.lines[0].get_ydata().tolist() == [0.1, 0.2, 0.3] and ax.get_xscale() == "log"
+    with pytest.raises(ValueError, match="masked must hold 3"):
+        fusion.plot_pad_influence([1, 2, 4], [0.1, 0.2, 0.3], [0.0])

@@ -1,5 +1,7 @@
 """Chapter 3 measurements, checked against float64 closed forms (Python's math) and brute force on small cases."""
 
+import base64
+import io
 import math
 import re
 
@@ -7,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from course_embed import sinusoidal_table
 from course_embed.lab import sinusoidal
@@ -280,13 +283,55 @@ def test_pair_circles_update_points_at_the_table_row():
 
 def test_animation_has_one_frame_per_position_a_stable_id_and_closes_its_figure():
     before = plt.get_fignums()
-    html = sinusoidal.animate_pairs(d_model=16, pairs=(0, 1), positions=5, name="demo_anim")
+    html = sinusoidal.animate_pairs(d_model=16, pairs=(0, 1), positions=5, name="demo_anim", colors=8)
     assert plt.get_fignums() == before
-    frames = re.findall(r'frames\[(\d+)\] = "data:image/png;base64,', html)
-    assert frames == ["0", "1", "2", "3", "4"]
+    frames = re.findall(r'frames\[(\d+)\] = "data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert [i for i, _ in frames] == ["0", "1", "2", "3", "4"]
     assert "new Array(5)" in html and "anim_imgdemo_anim" in html and "animdemo_anim" in html
     assert not re.search(r"[0-9a-f]{32}", html)  # to_jshtml's random uuid is gone
-    assert sinusoidal.animate_pairs(d_model=16, pairs=(0, 1), positions=5, name="demo_anim") == html
+    assert sinusoidal.animate_pairs(d_model=16, pairs=(0, 1), positions=5, name="demo_anim", colors=8) == html
+    image = Image.open(io.BytesIO(base64.b64decode(frames[3][1])))
+    assert image.mode == "P" and len(image.getcolors()) <= 8  # a palette PNG
+    assert image.size[0] >= 2 * 216  # 144 dpi: twice the pixels of the 72-dpi version
+
+
+def test_pair_circles_trail_holds_the_earlier_positions():
+    fig, update = sinusoidal.pair_circles(d_model=16, pairs=(2,))
+    update(6)
+    trail = fig.axes[0].lines[0]
+    table = sinusoidal_table(6, 16)
+    np.testing.assert_allclose(trail.get_xdata(), table[:, 4].numpy())
+    np.testing.assert_allclose(trail.get_ydata(), table[:, 5].numpy())
+    assert fig.axes[0].get_title().startswith("pair 2 (dims 4, 5)")
+
+
+def test_halves_layout_puts_sines_first():
+    table = torch.arange(12.0).reshape(2, 6)  # columns s0 c0 s1 c1 s2 c2
+    assert sinusoidal.halves_layout(table)[0].tolist() == [0.0, 2.0, 4.0, 1.0, 3.0, 5.0]
+
+
+def test_heatmap_with_halves_shows_the_reordered_table():
+    fig = sinusoidal.plot_heatmap(length=20, d_model=32, dims=8, halves=True)
+    table = sinusoidal_table(20, 32)[:, :8]
+    np.testing.assert_array_equal(fig.axes[1].images[0].get_array(), sinusoidal.halves_layout(table).numpy())
+
+
+def test_offset_scores_figure():
+    scores = torch.randn(10, 10, dtype=torch.float64)
+    fig = sinusoidal.plot_offset_scores(scores, 3)
+    ax = fig.axes[0]
+    np.testing.assert_array_equal(ax.images[0].get_array(), scores.numpy())
+    guide = ax.lines[0]
+    assert list(guide.get_xdata()) == list(range(7)) and list(guide.get_ydata()) == list(range(3, 10))
+    assert ax.get_xlabel() == "key position q" and ax.get_ylabel() == "query position p"
+
+
+def test_score_terms_figure_uses_one_colour_scale():
+    terms = {"a": torch.ones(4, 4), "b": -3 * torch.ones(4, 4)}
+    fig = sinusoidal.plot_score_terms(terms)
+    images = [ax.images[0] for ax in fig.axes[:2]]
+    assert all(im.get_clim() == (-3.0, 3.0) for im in images)
+    np.testing.assert_array_equal(images[1].get_array(), terms["b"].numpy())
 
 
 @pytest.mark.parametrize("call, match", [
@@ -295,6 +340,9 @@ def test_animation_has_one_frame_per_position_a_stable_id_and_closes_its_figure(
     (lambda: sinusoidal.pair_circles(d_model=8, pairs=(4,)), r"pairs must be indices in \[0, d_model/2 = 4\)"),
     (lambda: sinusoidal.animate_pairs(name="my-anim"), "JavaScript identifier"),
     (lambda: sinusoidal.animate_pairs(positions=0), "positions must be >= 1"),
+    (lambda: sinusoidal.animate_pairs(colors=1), r"colors must be in \[2, 256\]"),
+    (lambda: sinusoidal.plot_offset_scores(torch.zeros(3, 4), 1), "square"),
+    (lambda: sinusoidal.plot_score_terms({}), "terms must map"),
 ])
 def test_figures_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
