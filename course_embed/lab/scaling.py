@@ -270,7 +270,7 @@ def plot_read_back(labels: list[str], position: list[float], token: list[float],
                          f"{len(position)}, {len(token)}")
     if not all(0 <= a <= 1 for a in position + token + [position_chance]):
         raise ValueError("accuracies and position_chance must lie in [0, 1]")
-    fig, ax = plt.subplots(figsize=(7.5, 0.6 * len(labels) + 1.3))
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(labels) + 1.3))
     rows = range(len(labels))
     for offset, values, color, name in ((-0.2, position, "tab:blue", "position"),
                                         (0.2, token, "tab:orange", "token")):
@@ -284,7 +284,7 @@ def plot_read_back(labels: list[str], position: list[float], token: list[float],
     ax.set_xlim(0, 1.15)
     ax.set_xlabel("accuracy of the nearest-mean reader on token + position")
     ax.set_title("Reading the position and the token back from their sum, at initialisation")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
 
@@ -325,13 +325,14 @@ def plot_training(curves: dict[str, list[list[float]]], every: int, log_v: float
     if not curves:
         raise ValueError("curves is empty; pass {label: [losses per seed]} for at least one setting")
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
-    for label, runs in curves.items():
+    for k, (label, runs) in enumerate(curves.items()):
         lengths = {len(r) for r in runs}
         if not runs or len(lengths) != 1:
             raise ValueError(f"curves[{label!r}] must hold runs of equal length, got lengths {lengths}")
         values = torch.tensor(runs, dtype=torch.float64)  # (seeds, points)
         steps = [every * i for i in range(values.shape[1])]
-        line, = ax.plot(steps, values.mean(0), marker="o", markersize=3, label=label)
+        line, = ax.plot(steps, values.mean(0), marker="o", markersize=3, label=label,
+                        linestyle=("-", "--", ":", "-.")[k % 4])  # equal curves stay visible
         ax.fill_between(steps, values.min(0).values, values.max(0).values, color=line.get_color(),
                         alpha=0.2)
     ax.axhline(log_v, color="gray", linestyle="--", linewidth=1, label="uniform guess, log V")
