@@ -1,4 +1,4 @@
-"""Chapter 2, the sqrt(d) scaling: norms, tied logits, the position probe, half-precision effects, and figures.
+"""Chapter 2, the sqrt(d) scaling: norms, tied logits, reading position and token back, bfloat16 rounding, figures.
 
 Shapes: ``v`` vocabulary size, ``d`` model width, ``s`` positions, ``n`` vectors (leading dims flattened).
 Figures are returned as ``Figure`` objects and never shown here.
