@@ -1,14 +1,22 @@
 """Linear probes: how much of a label (a token id, a position) a linear readout recovers from vectors.
 
-Chapter 4 fits this probe to the vectors a fused input layer outputs (:func:`course_embed.lab.fusion.fusion_probe`)
-and chapter 2 reads positions and tokens back through it. It is linear discriminant analysis: one mean per class
-and one shared covariance, fitted on the first rows and scored on the rest. With isotropic noise the shared
-covariance is a multiple of the identity and the rule reduces to nearest-centroid, so one probe serves both
-chapters.
+Two readers, both linear in the vector ``x`` (score ``x . m_c - ||m_c||^2 / 2`` up to a whitening):
+
+* :func:`lda_predict` / :func:`lda_probe` *fit* the class means and a shared covariance on the first rows and
+  score the rest (linear discriminant analysis). Chapter 4 uses it on the vectors a fused input layer outputs
+  (:func:`course_embed.lab.fusion.fusion_probe`), where the class means are unknown.
+* :func:`nearest_mean_predict` is the same rule with the class means *given* and an isotropic covariance. Chapter 2
+  reads the position and the token back from ``token + position`` with it, because there the means are known
+  exactly (the position rows plus the mean token row, and the token rows plus the mean position row): estimating
+  them from samples would only add noise (with N(0, 1) x sqrt(d) tokens, the error of a mean of 128 samples is
+  larger than the distances between positions), and a low score could then be blamed on the estimate.
+
+Neither is "the optimal" reader in general: nearest-mean is the Bayes rule only for isotropic Gaussian noise,
+and LDA only for Gaussian classes with one shared covariance. A low score says that *this linear readout*
+fails, not that no layer could recover the label.
 
 Shapes: ``n`` vectors, ``d`` width, ``k`` classes, ``m`` held-out rows.
 """
-
 from __future__ import annotations
 
 import torch
@@ -63,3 +71,20 @@ def lda_probe(features: torch.Tensor, labels: torch.Tensor, n_classes: int, trai
     """
     predicted, true = lda_predict(features, labels, n_classes, train_fraction, ridge)
     return ((predicted - true).abs() <= tolerance).double().mean().item()
+
+
+def nearest_mean_predict(features: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
+    """The class whose known mean is nearest to each vector: ``argmin_c ||x - m_c||``, as a linear score.
+
+    Args:
+        features: ``(n, d)`` vectors to read.
+        means: ``(k, d)`` class means, known rather than fitted.
+
+    Returns:
+        ``(n,)`` predicted classes (CPU, int64): ``argmax_c x . m_c - ||m_c||^2 / 2``, computed in float64.
+    """
+    if features.dim() != 2 or means.dim() != 2 or features.shape[1] != means.shape[1]:
+        raise ValueError(f"features must be (n, d) and means (k, d) with the same d, got "
+                         f"{tuple(features.shape)} and {tuple(means.shape)}")
+    x, m = features.detach().double().cpu(), means.detach().double().cpu()
+    return (x @ m.T - 0.5 * m.pow(2).sum(dim=-1)).argmax(dim=-1)

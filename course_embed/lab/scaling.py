@@ -1,4 +1,4 @@
-"""Chapter 2, the sqrt(d) scaling: norms, tied logits, the position probe, half-precision effects, and figures.
+"""Chapter 2, the sqrt(d) scaling: norms, tied logits, reading position and token back, bfloat16 rounding, figures.
 
 Shapes: ``v`` vocabulary size, ``d`` model width, ``s`` positions, ``n`` vectors (leading dims flattened).
 Figures are returned as ``Figure`` objects and never shown here.
@@ -12,10 +12,8 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import torch
 
+from .probe import nearest_mean_predict
 from .token_embedding import init_std, row_norms
-
-# Shapes here also use ``s`` positions, ``n`` vectors (any leading dims flattened).
-
 
 def expected_token_norm(init: str, vocab_size: int, d_model: int, scale: bool) -> float:
     """Root-mean-square row norm ``sqrt(E ||x||^2)`` of the token vectors of a fresh ``(v, d)`` table.
@@ -100,75 +98,58 @@ def logit_stats(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tenso
 
 
 @dataclass(frozen=True)
-class ProbeResult:
-    """Test-set result of a position probe, with what random guessing would score."""
+class ReadBack:
+    """What a nearest-mean reader recovers from ``token + position`` vectors, with the chance levels.
 
-    accuracy: float
-    mean_abs_error: float
-    chance_accuracy: float
-    chance_abs_error: float
+    ``position_accuracy`` and ``position_abs_error`` (in positions) read the position; ``token_accuracy`` reads
+    the token id. Chance: ``1 / s`` for the position, ``1 / v`` for the token.
+    """
+
+    position_accuracy: float
+    position_abs_error: float
+    token_accuracy: float
+    position_chance: float
+    token_chance: float
 
 
-def position_probe(tokens: torch.Tensor | None, positions: torch.Tensor, sequences: int,
-                   generator: torch.Generator) -> ProbeResult:
-    """How well a linear probe recovers the position from ``token + position`` vectors.
+def read_back(tokens: torch.Tensor, positions: torch.Tensor, sequences: int,
+              generator: torch.Generator) -> ReadBack:
+    """Read the position and the token back from ``token + position``, with the true class means as centroids.
 
-    Draws ``2 * sequences`` sequences of ``s`` uniformly random token ids, adds the position rows, fits the probe
-    on the first half and scores it on the second. The probe is a nearest-centroid classifier: one mean vector
-    ``c_p`` per position from the training half, and the score ``x . c_p - ||c_p||^2 / 2`` (linear in ``x``).
-    With token vectors of i.i.d. entries (the three inits) the token acts as isotropic noise, for which this rule
-    is the optimal (linear discriminant) classifier, so a low accuracy means the position is buried, not that
-    the probe is weak.
+    Draws ``sequences`` sequences of ``s`` uniformly random ids, forms ``x = tokens[id] + positions[p]`` and
+    classifies every vector with :func:`~course_embed.lab.probe.nearest_mean_predict`. The class means are
+    known exactly: for position ``p`` it is ``positions[p] + mean(tokens)``, for token ``v`` it is
+    ``tokens[v] + mean(positions)`` (ids and positions are uniform). Nothing is fitted, so nothing is
+    estimated from noisy samples.
 
     Args:
-        tokens: the vectors the embedding outputs for each id, ``(v, d)`` (table times multiplier), or ``None``
-            for the position vectors alone.
-        positions: position vectors ``(s, d)``, e.g. :func:`~course_embed.sinusoidal.sinusoidal_table`.
-        sequences: sequences per half; each position gets this many training and test vectors.
-        generator: CPU generator that draws the token ids (the result is a function of its seed).
-
-    Returns:
-        :class:`ProbeResult`: accuracy and mean absolute error (in positions) on the test half, and the values of
-        a uniform random guess, ``1 / s`` and ``(s^2 - 1) / (3 s)``.
+        tokens: the vector each id is turned into, ``(v, d)`` (table times multiplier).
+        positions: position vectors ``(s, d)``.
+        sequences: how many random sequences to read (``sequences * s`` vectors).
+        generator: CPU generator that draws the ids.
     """
-    if positions.dim() != 2:
-        raise ValueError(f"positions must have shape (s, d), got {tuple(positions.shape)}")
+    if positions.dim() != 2 or tokens.dim() != 2 or tokens.shape[1] != positions.shape[1]:
+        raise ValueError(f"tokens must be (v, d) and positions (s, d) with the same d, got "
+                         f"{tuple(tokens.shape)} and {tuple(positions.shape)}")
     if sequences < 1:
         raise ValueError(f"sequences must be a positive integer, got {sequences}")
-    s, d = positions.shape
-    pe = positions.detach().double()
-    x = pe.expand(2 * sequences, s, d)  # (2n, s, d)
-    if tokens is not None:
-        if tokens.dim() != 2 or tokens.shape[1] != d:
-            raise ValueError(f"tokens must have shape (v, {d}) to match positions {tuple(positions.shape)}, "
-                             f"got {tuple(tokens.shape)}")
-        ids = torch.randint(0, tokens.shape[0], (2 * sequences, s), generator=generator).to(tokens.device)
-        x = tokens.detach().double()[ids] + pe.to(tokens.device)
-    centroids = x[:sequences].mean(dim=0)  # (s, d)
-    test = x[sequences:].reshape(-1, d)  # (n * s, d)
-    scores = test @ centroids.T - 0.5 * centroids.pow(2).sum(dim=-1)  # (n * s, s)
-    predicted = scores.argmax(dim=-1).cpu()
-    truth = torch.arange(s).repeat(sequences)
-    return ProbeResult(accuracy=(predicted == truth).double().mean().item(),
-                       mean_abs_error=(predicted - truth).abs().double().mean().item(),
-                       chance_accuracy=1 / s, chance_abs_error=(s * s - 1) / (3 * s))
+    t, pe = tokens.detach().double().cpu(), positions.detach().double().cpu()
+    (s, d), v = pe.shape, t.shape[0]
+    ids = torch.randint(0, v, (sequences, s), generator=generator)
+    x = (t[ids] + pe).reshape(-1, d)  # (sequences * s, d)
+    where = torch.arange(s).repeat(sequences)
+    pos = nearest_mean_predict(x, pe + t.mean(dim=0))
+    tok = torch.cat([nearest_mean_predict(chunk, t + pe.mean(dim=0)) for chunk in x.split(1024)])
+    return ReadBack(position_accuracy=(pos == where).double().mean().item(),
+                    position_abs_error=(pos - where).abs().double().mean().item(),
+                    token_accuracy=(tok == ids.flatten()).double().mean().item(),
+                    position_chance=1 / s, token_chance=1 / v)
 
 
 def _check_float_dtype(dtype: torch.dtype) -> torch.finfo:
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype such as torch.bfloat16, got {dtype!r}")
     return torch.finfo(dtype)
-
-
-def spacing(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Gap between consecutive numbers of ``dtype`` at ``|x|`` (the unit in the last place), float64, shape of ``x``.
-
-    For ``|x|`` in ``[2^e, 2^(e+1))`` it is ``2^e * eps``: 0.125 for bfloat16 near 20, 0.0078 near 1. Below
-    the smallest normal number it is the constant subnormal step ``tiny * eps``.
-    """
-    info = _check_float_dtype(dtype)
-    a = x.detach().double().abs().clamp_min(info.tiny)
-    return torch.exp2(torch.floor(torch.log2(a))) * info.eps
 
 
 def position_rounding_error(tokens: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype) -> float:
@@ -198,30 +179,6 @@ def underflow_fraction(x: torch.Tensor, dtype: torch.dtype) -> float:
     if not nonzero.any():
         raise ValueError("x has no non-zero entries, so no entry can underflow; pass the values to check")
     return ((x.detach().to(dtype) == 0) & nonzero).sum().item() / nonzero.sum().item()
-
-
-def overflow_headroom(x: torch.Tensor, dtype: torch.dtype) -> float:
-    """How many times larger ``x`` could get before its largest entry overflows ``dtype``: ``max(dtype) / max|x|``."""
-    info = _check_float_dtype(dtype)
-    largest = x.detach().double().abs().max().item()
-    return math.inf if largest == 0 else info.max / largest
-
-
-def squared_norm_overflow(x: torch.Tensor, dtype: torch.dtype) -> float:
-    """Fraction of the vectors ``x`` ``(*, d)`` whose squared norm ``x . x`` overflows when stored in ``dtype``.
-
-    ``x`` is first cast to ``dtype`` (the model holds it there); ``x . x`` is then summed exactly (float64, as a
-    float32-accumulating kernel nearly does) and counts as an overflow when it rounds to infinity in ``dtype``,
-    i.e. reaches ``max + spacing(max) / 2`` (65520 in float16). ``x . x`` is the diagonal of ``x @ x.T``, the kind of
-    sum an attention score or an un-normalised variance forms. For N(0, 1) tables times ``sqrt(d)``, ``||x||^2`` is
-    about ``d^2``, so float16 overflows from ``d = 256`` on.
-    """
-    info = _check_float_dtype(dtype)
-    limit = info.max + spacing(torch.tensor(info.max), dtype).item() / 2
-    squares = x.detach().to(dtype).double().pow(2).sum(dim=-1)
-    return (squares >= limit).double().mean().item()
-
-
 
 
 def _check_series(name: str, values, positive: bool = False) -> list[float]:
@@ -299,31 +256,90 @@ def plot_norm_ratio(d_models: list[int], ratios: dict[str, list[float]]):
     return fig
 
 
-def plot_probe_accuracy(labels: list[str], accuracies: list[float], chance: float):
-    """Horizontal bars of position-probe accuracy, one per ``(init, scale)`` setting, with the chance level.
+def plot_read_back(labels: list[str], position: list[float], token: list[float], position_chance: float):
+    """Paired horizontal bars: accuracy of reading the position and the token back, one pair per setting.
 
     Args:
-        labels: one label per setting.
-        accuracies: test accuracies in ``[0, 1]`` (:func:`~course_embed.lab.scaling.position_probe`).
-        chance: accuracy of a random guess, ``1 / s``.
+        labels: one label per setting (e.g. ``"N(0, 1) x sqrt(d)"``).
+        position, token: accuracies in ``[0, 1]`` (:func:`~course_embed.lab.scaling.read_back`).
+        position_chance: accuracy of a random guess of the position, ``1 / s`` (drawn as a line).
     """
-    accuracies = _check_series("accuracies", accuracies)
-    if len(labels) != len(accuracies):
-        raise ValueError(f"labels has {len(labels)} entries but accuracies has {len(accuracies)}; pass one each")
-    if not all(0 <= a <= 1 for a in accuracies + [chance]):
-        raise ValueError("accuracies and chance must lie in [0, 1]")
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(labels) + 1.2))
-    colors = ["tab:red" if a < 5 * chance else "tab:blue" for a in accuracies]
-    ax.barh(range(len(labels)), accuracies, color=colors)
-    for i, a in enumerate(accuracies):
-        ax.text(a + 0.01, i, f"{a:.1%}", va="center", fontsize=8)
-    ax.axvline(chance, color="black", linestyle="--", linewidth=1, label=f"chance, {chance:.1%}")
-    ax.set_yticks(range(len(labels)), labels)
+    position, token = _check_series("position", position), _check_series("token", token)
+    if not len(labels) == len(position) == len(token):
+        raise ValueError(f"labels, position and token must have equal lengths, got {len(labels)}, "
+                         f"{len(position)}, {len(token)}")
+    if not all(0 <= a <= 1 for a in position + token + [position_chance]):
+        raise ValueError("accuracies and position_chance must lie in [0, 1]")
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(labels) + 1.3))
+    rows = range(len(labels))
+    for offset, values, color, name in ((-0.2, position, "tab:blue", "position"),
+                                        (0.2, token, "tab:orange", "token")):
+        ax.barh([r + offset for r in rows], values, height=0.38, color=color, label=f"reads the {name}")
+        for r, a in zip(rows, values):
+            ax.text(a + 0.01, r + offset, f"{a:.1%}", va="center", fontsize=8)
+    ax.axvline(position_chance, color="black", linestyle="--", linewidth=1,
+               label=f"position chance, {position_chance:.1%}")
+    ax.set_yticks(list(rows), labels)
     ax.invert_yaxis()
-    ax.set_xlim(0, 1.12)
-    ax.set_xlabel(f"test accuracy of the position probe (dashed line: chance, {chance:.1%})")
-    ax.set_title("Can a linear probe read the position from token + position?")
+    ax.set_xlim(0, 1.15)
+    ax.set_xlabel("accuracy of the nearest-mean reader on token + position")
+    ax.set_title("Reading the position and the token back from their sum, at initialisation")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
 
 
+def plot_sums(sums: dict[str, torch.Tensor]):
+    """Heatmaps of ``token + position`` (positions down, dimensions across), one panel per table.
+
+    Args:
+        sums: ``{label: (s, d) tensor}``; each panel has its own symmetric colour scale.
+    """
+    if not sums:
+        raise ValueError("sums is empty; pass {label: (s, d) tensor} for at least one panel")
+    fig, axes = plt.subplots(1, len(sums), figsize=(3.4 * len(sums), 3.2), squeeze=False)
+    for ax, (label, x) in zip(axes[0], sums.items()):
+        if x.dim() != 2:
+            raise ValueError(f"sums[{label!r}] must be (s, d), got {tuple(x.shape)}")
+        values = x.detach().double().cpu()
+        limit = values.abs().max().item()
+        image = ax.imshow(values, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto",
+                          interpolation="nearest")
+        fig.colorbar(image, ax=ax, fraction=0.05)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("dimension")
+    axes[0][0].set_ylabel("position")
+    fig.tight_layout()
+    return fig
+
+
+def plot_training(curves: dict[str, list[list[float]]], every: int, log_v: float):
+    """Held-out loss against training steps: one line per setting (mean over seeds), a band from min to max.
+
+    Args:
+        curves: ``{label: [losses of seed 1, losses of seed 2, ...]}``, each a list of losses at steps
+            ``0, every, 2 every, ...`` (:class:`~course_embed.lab.tiny_lm.RunResult`).
+        every: steps between two recorded losses.
+        log_v: the loss of a uniform guess, drawn as a dashed line.
+    """
+    if not curves:
+        raise ValueError("curves is empty; pass {label: [losses per seed]} for at least one setting")
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    for k, (label, runs) in enumerate(curves.items()):
+        lengths = {len(r) for r in runs}
+        if not runs or len(lengths) != 1:
+            raise ValueError(f"curves[{label!r}] must hold runs of equal length, got lengths {lengths}")
+        values = torch.tensor(runs, dtype=torch.float64)  # (seeds, points)
+        steps = [every * i for i in range(values.shape[1])]
+        line, = ax.plot(steps, values.mean(0), marker="o", markersize=3, label=label,
+                        linestyle=("-", "--", ":", "-.")[k % 4])  # equal curves stay visible
+        ax.fill_between(steps, values.min(0).values, values.max(0).values, color=line.get_color(),
+                        alpha=0.2)
+    ax.axhline(log_v, color="gray", linestyle="--", linewidth=1, label="uniform guess, log V")
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out cross-entropy")
+    ax.set_title("Tiny models trained on a task that needs the position")
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig

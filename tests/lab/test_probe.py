@@ -55,3 +55,22 @@ def test_lda_probe_bad_input(args, match):
         probe.lda_probe(*args)
     with pytest.raises(ValueError, match="train_fraction"):
         probe.lda_probe(torch.zeros(5, 2), torch.zeros(5, dtype=torch.long), 2, train_fraction=1.0)
+
+
+def test_nearest_mean_is_the_nearest_mean_by_distance(gen):
+    x, means = torch.randn(200, 6, generator=gen), torch.randn(9, 6, generator=gen) * 2
+    expected = torch.cdist(x.double(), means.double()).argmin(dim=1)
+    assert torch.equal(probe.nearest_mean_predict(x, means), expected)
+
+
+def test_nearest_mean_equals_lda_with_known_means_and_identity_covariance(gen):
+    # LDA's rule x . S^-1 m - m . S^-1 m / 2 with S = I is the nearest-mean rule
+    means = torch.randn(5, 4, generator=gen, dtype=torch.float64)
+    x = torch.randn(100, 4, generator=gen, dtype=torch.float64)
+    lda = (x @ means.T - 0.5 * (means * means).sum(-1)).argmax(-1)
+    assert torch.equal(probe.nearest_mean_predict(x, means), lda)
+
+
+def test_nearest_mean_bad_input():
+    with pytest.raises(ValueError, match=r"means \(k, d\) with the same d"):
+        probe.nearest_mean_predict(torch.zeros(3, 4), torch.zeros(2, 5))

@@ -141,103 +141,64 @@ def test_logit_stats_shape_errors():
         scaling.logit_stats(torch.zeros(3, 4), torch.zeros(10, 4), torch.zeros(2, dtype=torch.long))
 
 
-# --- position probe -----------------------------------------------------------------------------------------------
+# --- reading position and token back -----------------------------------------------------------------------
 
 
-def _probe_setting(init, scale, d=128, V=2000):
+def _tokens(init, scale, d=128, V=2000):
     torch.manual_seed(0)
     emb = ce.TokenEmbedding(V, d, scale=scale, init=init)
     return (emb.weight * emb.multiplier).detach()
 
 
-def test_probe_reads_position_vectors_alone_perfectly():
-    result = scaling.position_probe(None, ce.sinusoidal_table(32, 128), 4, torch.Generator().manual_seed(0))
-    assert result.accuracy == 1.0 and result.mean_abs_error == 0.0
+def test_read_back_equals_an_independent_nearest_mean_by_distance():
+    # same ids (same seed), then the nearest true mean by Euclidean distance (torch.cdist)
+    s, d, n, V = 16, 32, 20, 300
+    tokens, pe = _tokens("normal", False, d=d, V=V).double(), ce.sinusoidal_table(s, d).double()
+    ids = torch.randint(0, V, (n, s), generator=torch.Generator().manual_seed(5))
+    x = (tokens[ids] + pe).reshape(-1, d)
+    position = torch.cdist(x, pe + tokens.mean(0)).argmin(-1)
+    token = torch.cdist(x, tokens + pe.mean(0)).argmin(-1)
+    where = torch.arange(s).repeat(n)
+    result = scaling.read_back(tokens, pe, n, torch.Generator().manual_seed(5))
+    assert result.position_accuracy == pytest.approx((position == where).double().mean().item(), abs=1e-12)
+    assert result.position_abs_error == pytest.approx((position - where).abs().double().mean().item(), abs=1e-12)
+    assert result.token_accuracy == pytest.approx((token == ids.flatten()).double().mean().item(), abs=1e-12)
+    assert (result.position_chance, result.token_chance) == (1 / s, 1 / V)
 
 
-def test_probe_is_at_chance_when_tokens_are_16x_the_positions(device):
+def test_read_back_trade_off_between_position_and_token():
     pe = ce.sinusoidal_table(32, 128)
-    tokens = _probe_setting("normal", True).to(device)  # ratio sqrt(2 * 128) = 16
-    result = scaling.position_probe(tokens, pe, 64, torch.Generator().manual_seed(0))
-    assert result.accuracy < 2 * result.chance_accuracy
-    assert result.mean_abs_error > 0.9 * result.chance_abs_error
+    buried = scaling.read_back(_tokens("normal", True), pe, 32, torch.Generator().manual_seed(0))
+    assert buried.position_accuracy < 3 * buried.position_chance and buried.token_accuracy == 1.0
+    drowned = scaling.read_back(_tokens("scaled_normal", False), pe, 32, torch.Generator().manual_seed(0))
+    assert drowned.position_accuracy == 1.0 and drowned.token_accuracy < 0.5
+    balanced = scaling.read_back(_tokens("scaled_normal", True), pe, 32, torch.Generator().manual_seed(0))
+    assert balanced.position_accuracy > 0.5 and balanced.token_accuracy > 0.99
 
 
-@pytest.mark.parametrize("init, scale", [("normal", False), ("scaled_normal", True)])
-def test_probe_finds_most_positions_at_unit_rms(init, scale):
-    result = scaling.position_probe(_probe_setting(init, scale), ce.sinusoidal_table(32, 128), 64,
-                                     torch.Generator().manual_seed(0))
-    assert result.accuracy > 10 * result.chance_accuracy
-    assert result.mean_abs_error < 0.1 * result.chance_abs_error
-
-
-def test_probe_is_perfect_with_small_tokens():
-    result = scaling.position_probe(_probe_setting("scaled_normal", False), ce.sinusoidal_table(32, 128), 16,
-                                     torch.Generator().manual_seed(0))
-    assert result.accuracy == 1.0
-
-
-def test_probe_equals_an_independent_nearest_centroid_classifier():
-    # same ids (same seed), then nearest centroid by Euclidean distance (torch.cdist) instead of linear scores
-    s, d, n = 16, 32, 20
-    tokens, pe = _probe_setting("normal", False, d=d, V=300).double(), ce.sinusoidal_table(s, d).double()
-    ids = torch.randint(0, 300, (2 * n, s), generator=torch.Generator().manual_seed(5))
-    x = tokens[ids] + pe
-    predicted = torch.cdist(x[n:].reshape(-1, d), x[:n].mean(0)).argmin(-1)
-    truth = torch.arange(s).repeat(n)
-    result = scaling.position_probe(tokens, pe, n, torch.Generator().manual_seed(5))
-    assert result.accuracy == pytest.approx((predicted == truth).double().mean().item(), abs=1e-12)
-    assert result.mean_abs_error == pytest.approx((predicted - truth).abs().double().mean().item(), abs=1e-12)
-
-
-def test_probe_is_deterministic_and_device_independent(device):
-    tokens, pe = _probe_setting("scaled_normal", True), ce.sinusoidal_table(32, 128)
-    a = scaling.position_probe(tokens, pe, 16, torch.Generator().manual_seed(3))
-    b = scaling.position_probe(tokens.to(device), pe.to(device), 16, torch.Generator().manual_seed(3))
+def test_read_back_is_deterministic_and_device_independent(device):
+    tokens, pe = _tokens("scaled_normal", True), ce.sinusoidal_table(32, 128)
+    a = scaling.read_back(tokens, pe, 8, torch.Generator().manual_seed(3))
+    b = scaling.read_back(tokens.to(device), pe.to(device), 8, torch.Generator().manual_seed(3))
     assert a == b
 
 
-@pytest.mark.parametrize("s", [1, 2, 7, 64])
-def test_probe_chance_levels_match_enumeration(s):
-    result = scaling.position_probe(None, ce.sinusoidal_table(s, 8), 1, torch.Generator())
-    pairs = torch.cartesian_prod(torch.arange(s), torch.arange(s))
-    assert result.chance_accuracy == pytest.approx(1 / s)
-    assert result.chance_abs_error == pytest.approx((pairs[:, 0] - pairs[:, 1]).abs().double().mean().item())
-
-
-def test_probe_bad_input():
+def test_read_back_bad_input():
     pe = ce.sinusoidal_table(8, 16)
-    with pytest.raises(ValueError, match=r"tokens must have shape \(v, 16\)"):
-        scaling.position_probe(torch.zeros(10, 12), pe, 2, torch.Generator())
-    with pytest.raises(ValueError, match="positions must have shape"):
-        scaling.position_probe(None, pe[0], 2, torch.Generator())
+    with pytest.raises(ValueError, match=r"tokens must be \(v, d\)"):
+        scaling.read_back(torch.zeros(10, 12), pe, 2, torch.Generator())
     with pytest.raises(ValueError, match="sequences must be a positive"):
-        scaling.position_probe(None, pe, 0, torch.Generator())
+        scaling.read_back(torch.zeros(10, 16), pe, 0, torch.Generator())
 
 
 # --- dtypes -------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
-def test_spacing_is_the_gap_to_the_next_number(dtype, gen):
-    x = (torch.randn(500, generator=gen) * 30).to(dtype)  # values exactly representable in dtype
-    x = x[x != 0]
-    gap = (torch.nextafter(x.abs(), torch.full_like(x, math.inf)) - x.abs()).double()
-    torch.testing.assert_close(scaling.spacing(x, dtype), gap, rtol=0, atol=0)
-
-
-def test_spacing_known_values():
-    values = torch.tensor([1.0, 20.0, 0.7, -20.0])
-    expected = torch.tensor([2 ** -7, 2 ** -3, 2 ** -8, 2 ** -3], dtype=torch.float64)
-    torch.testing.assert_close(scaling.spacing(values, torch.bfloat16), expected, rtol=0, atol=0)
-    assert scaling.spacing(torch.tensor([1e-6]), torch.float16).item() == 2 ** -24  # fp16 subnormal step
-
-
 def test_dtype_functions_reject_integer_dtypes():
-    for fn in (scaling.spacing, scaling.underflow_fraction, scaling.overflow_headroom,
-               scaling.squared_norm_overflow):
+    for fn in (scaling.underflow_fraction, scaling.position_rounding_error):
         with pytest.raises(TypeError, match="floating-point torch.dtype"):
-            fn(torch.ones(3), torch.int32)
+            fn(torch.ones(3), torch.ones(3), torch.int32) if fn is scaling.position_rounding_error \
+                else fn(torch.ones(3), torch.int32)
 
 
 @pytest.mark.parametrize("dtype, mantissa_bits", [(torch.bfloat16, 7), (torch.float16, 10)])
@@ -267,33 +228,6 @@ def test_underflow_fraction():
     assert scaling.underflow_fraction(x, torch.bfloat16) == 0
     with pytest.raises(ValueError, match="no non-zero"):
         scaling.underflow_fraction(torch.zeros(3), torch.float16)
-
-
-def test_overflow_headroom():
-    assert scaling.overflow_headroom(torch.tensor([1.0, -2.0]), torch.float16) == pytest.approx(65504 / 2)
-    assert scaling.overflow_headroom(torch.zeros(2), torch.float16) == math.inf
-
-
-def test_squared_norm_overflow_agrees_with_a_float16_computation(gen):
-    d = 64
-    targets = torch.tensor([100.0, 60000.0, 65000.0, 66000.0, 70000.0, 1e6])  # squared norms
-    x = torch.randn(len(targets), d, generator=gen)
-    x = x / x.norm(dim=-1, keepdim=True) * targets.sqrt()[:, None]
-    half = x.half()
-    reference = torch.isinf((half.float().pow(2).sum(-1)).half()).double().mean().item()
-    assert scaling.squared_norm_overflow(x, torch.float16) == reference == pytest.approx(3 / 6)
-    assert scaling.squared_norm_overflow(x, torch.bfloat16) == 0
-
-
-def test_squared_norm_overflow_of_scaled_standard_normal_follows_chi_square():
-    # ||x||^2 / d ~ chi^2_d for N(0, 1) * sqrt(d): P(overflow) = P(chi^2_d >= 65520 / d) = Q(d/2, 65520 / (2 d))
-    torch.manual_seed(0)
-    for d in (128, 256, 300):
-        emb = ce.TokenEmbedding(6000, d, init="normal")
-        x = emb(torch.arange(6000)).detach()
-        expected = torch.special.gammaincc(torch.tensor(d / 2, dtype=torch.float64),
-                                           torch.tensor(65520 / (2 * d), dtype=torch.float64)).item()
-        assert scaling.squared_norm_overflow(x, torch.float16) == pytest.approx(expected, abs=0.02)
 
 
 # --- figures ----------------------------------------------------------------------------------------------
@@ -366,22 +300,49 @@ def test_norm_ratio_bad_input(d_models, ratios, match):
         scaling.plot_norm_ratio(d_models, ratios)
 
 
-def test_probe_bars_show_accuracies_and_chance():
-    labels, accuracies = ["a", "b", "c"], [1.0, 0.02, 0.86]
-    fig = scaling.plot_probe_accuracy(labels, accuracies, 1 / 64)
+def test_read_back_bars_show_both_accuracies_and_chance():
+    labels, position, token = ["a", "b"], [1.0, 0.02], [0.3, 1.0]
+    fig = scaling.plot_read_back(labels, position, token, 1 / 64)
     ax = fig.axes[0]
-    assert [round(b.get_width(), 6) for b in _bars(ax)] == accuracies
+    assert sorted(round(b.get_width(), 6) for b in _bars(ax)) == sorted(position + token)
     assert [t.get_text() for t in ax.get_yticklabels()] == labels
-    vlines = [line for line in ax.get_lines() if list(line.get_xdata()) == [1 / 64, 1 / 64]]
-    assert len(vlines) == 1
+    assert len([line for line in ax.get_lines() if list(line.get_xdata()) == [1 / 64, 1 / 64]]) == 1
     assert _png(fig).startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("labels, accuracies, chance, match", [
-    (["a"], [0.5, 0.6], 0.1, "one each"),
-    (["a"], [1.5], 0.1, r"\[0, 1\]"),
-    ([], [], 0.1, "empty"),
+@pytest.mark.parametrize("labels, position, token, match", [
+    (["a"], [0.5, 0.6], [0.1, 0.2], "equal lengths"),
+    (["a"], [1.5], [0.1], r"\[0, 1\]"),
+    ([], [], [], "empty"),
 ])
-def test_probe_bars_bad_input(labels, accuracies, chance, match):
+def test_read_back_bars_bad_input(labels, position, token, match):
     with pytest.raises(ValueError, match=match):
-        scaling.plot_probe_accuracy(labels, accuracies, chance)
+        scaling.plot_read_back(labels, position, token, 0.1)
+
+
+def test_sum_heatmaps_show_the_given_values():
+    sums = {"a": torch.randn(8, 6, generator=torch.Generator().manual_seed(0)), "b": torch.ones(8, 6)}
+    fig = scaling.plot_sums(sums)
+    images = [ax.images[0] for ax in fig.axes if ax.images]
+    assert len(images) == 2
+    torch.testing.assert_close(torch.tensor(images[0].get_array().data), sums["a"].double())
+    assert images[0].get_clim() == (-sums["a"].abs().max().item(), sums["a"].abs().max().item())
+    with pytest.raises(ValueError, match="empty"):
+        scaling.plot_sums({})
+    with pytest.raises(ValueError, match=r"must be \(s, d\)"):
+        scaling.plot_sums({"a": torch.ones(3)})
+
+
+def test_training_curves_show_the_mean_and_the_spread():
+    curves = {"a": [[4.0, 2.0, 1.0], [4.0, 3.0, 2.0]], "b": [[4.0, 4.0, 4.0]]}
+    fig = scaling.plot_training(curves, 10, 3.0)
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines["a"].get_xdata()) == [0, 10, 20]
+    assert list(lines["a"].get_ydata()) == [4.0, 2.5, 1.5]
+    assert ax.get_yscale() == "log" and ax.get_xlabel() == "training step"
+    assert len(ax.collections) == 2  # one min-max band per setting
+    with pytest.raises(ValueError, match="equal length"):
+        scaling.plot_training({"a": [[1.0], [1.0, 2.0]]}, 10, 3.0)
+    with pytest.raises(ValueError, match="empty"):
+        scaling.plot_training({}, 10, 3.0)

@@ -1,0 +1,296 @@
+"""Small training runs for chapters 1 and 2: seconds on one CPU thread, seeded, bit-for-bit repeatable.
+
+Chapter 1 trains a table on a toy corpus (:func:`toy_corpus`) and watches tokens used in the same contexts get
+similar rows. Chapter 2 trains tiny Transformers (:class:`TinyTransformer`) on a task that needs the position
+(:func:`reverse_batch`) under each init x scale combination (:func:`train_reverse`), so the effect of the
+``sqrt(d)`` factor after training is measured rather than inferred from initialisation statistics.
+
+Everything runs under :func:`single_thread`: with one intra-op thread the order of every floating-point sum is
+fixed, so the numbers do not depend on how many cores the machine has.
+
+Shapes: ``b`` batch, ``s`` sequence, ``v`` vocabulary, ``d`` width, ``n`` tokens in a corpus.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..sinusoidal import sinusoidal_table
+from ..token import TokenEmbedding
+
+#: The toy language of chapter 1: words of one class are used in the same contexts.
+WORD_CLASSES = {
+    "animal": ("cat", "dog", "horse", "cow", "sheep", "goat"),
+    "food": ("apple", "bread", "rice", "fish", "cheese", "soup"),
+    "place": ("field", "barn", "house", "river", "garden", "forest"),
+}
+#: Sentence templates; ``{animal}`` etc. are filled with a word of that class.
+TEMPLATES = (
+    "the {animal} eats the {food} .",
+    "a {animal} eats some {food} .",
+    "the {animal} sleeps in the {place} .",
+    "a {animal} runs to the {place} .",
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One way to build the input and output layers of :class:`TinyTransformer`.
+
+    ``init``: the table's init (``"normal"``, ``"xavier_uniform"``, ``"scaled_normal"``); ``scale``: multiply the
+    lookup by ``sqrt(d)``; ``tied``: the output layer reuses the table; ``pre_norm``: pre-LN instead of post-LN.
+    """
+
+    init: str
+    scale: bool
+    tied: bool = True
+    pre_norm: bool = False
+
+
+@contextlib.contextmanager
+def single_thread():
+    """Run the block with one intra-op thread (a fixed summation order), then restore the thread count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def toy_corpus(sentences: int, generator: torch.Generator) -> tuple[torch.Tensor, list[str]]:
+    """A corpus of ``sentences`` random sentences from :data:`TEMPLATES`, as one stream of ids.
+
+    Within a class, word ``k`` (0-based) is drawn with probability proportional to ``1 / (k + 1)`` (Zipf), so
+    frequent and rare words share their contexts.
+
+    Returns:
+        ``(ids, vocab)``: ids ``(n,)`` of the concatenated sentences and the vocabulary (id -> word); the class
+        words come first, in :data:`WORD_CLASSES` order, then the other words.
+    """
+    if sentences < 1:
+        raise ValueError(f"sentences must be a positive integer, got {sentences}")
+    class_words = [w for words in WORD_CLASSES.values() for w in words]
+    others = sorted({w for t in TEMPLATES for w in t.split() if not w.startswith("{")})
+    vocab = class_words + others
+    index = {w: i for i, w in enumerate(vocab)}
+    templates = torch.randint(0, len(TEMPLATES), (sentences,), generator=generator).tolist()
+    ids = []
+    for t in templates:
+        for word in TEMPLATES[t].split():
+            if word.startswith("{"):
+                words = WORD_CLASSES[word[1:-1]]
+                weights = torch.tensor([1 / (k + 1) for k in range(len(words))])
+                word = words[torch.multinomial(weights, 1, generator=generator).item()]
+            ids.append(index[word])
+    return torch.tensor(ids), vocab
+
+
+def context_windows(ids: torch.Tensor, window: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every token of ``ids`` ``(n,)`` with its ``window`` neighbours on each side.
+
+    Returns:
+        ``(centre, context)``: ``(m,)`` and ``(m, 2 * window)`` with ``m = n - 2 * window``; context column
+        ``j`` holds the token at offset ``[-window, ..., -1, 1, ..., window][j]``.
+    """
+    if ids.dim() != 1 or len(ids) <= 2 * window:
+        raise ValueError(f"ids must be (n,) with n > 2 * window = {2 * window}, got {tuple(ids.shape)}")
+    n = len(ids)
+    offsets = [o for o in range(-window, window + 1) if o != 0]
+    centre = ids[window:n - window]
+    context = torch.stack([ids[window + o:n - window + o] for o in offsets], dim=1)
+    return centre, context
+
+
+def train_context_table(ids: torch.Tensor, vocab_size: int, d_model: int, steps: int, seed: int,
+                        window: int = 2, batch: int = 256, lr: float = 0.05) -> torch.Tensor:
+    """Train a ``(v, d)`` table to predict each token's neighbours from its row; return the trained table.
+
+    The model is a skip-gram with one output matrix per offset: ``logits_j = W[centre] @ U_j.T``. Adam,
+    batches of ``batch`` random windows, everything seeded with ``seed`` and run on one thread.
+
+    Args:
+        ids: a token stream ``(n,)``, e.g. from :func:`toy_corpus`.
+        vocab_size, d_model: the table's shape ``(v, d)``.
+        steps: optimizer steps.
+        seed: seeds the table, the output matrices and the batches.
+    """
+    centre, context = context_windows(ids, window)
+    with single_thread():
+        gen = torch.Generator().manual_seed(seed)
+        table = nn.Parameter(torch.randn(vocab_size, d_model, generator=gen))
+        heads = nn.Parameter(torch.randn(2 * window, vocab_size, d_model, generator=gen) * d_model ** -0.5)
+        opt = torch.optim.Adam([table, heads], lr=lr)
+        for _ in range(steps):
+            rows = torch.randint(0, len(centre), (batch,), generator=gen)
+            logits = (table[centre[rows]] @ heads.flatten(0, 1).T).view(batch, 2 * window, -1)
+            loss = F.cross_entropy(logits.flatten(0, 1), context[rows].flatten())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return table.detach()
+
+
+def cosine_matrix(table: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity of every pair of rows of ``table`` ``(k, d)``: ``(k, k)`` float64."""
+    rows = F.normalize(table.detach().double(), dim=-1)
+    return rows @ rows.T
+
+
+def class_similarity(cosines: torch.Tensor, labels: list[int]) -> tuple[float, float]:
+    """Mean cosine of pairs in the same class and of pairs in different classes (diagonal excluded)."""
+    lab = torch.tensor(labels)
+    if cosines.shape != (len(lab), len(lab)):
+        raise ValueError(f"cosines must be ({len(lab)}, {len(lab)}) for {len(lab)} labels, "
+                         f"got {tuple(cosines.shape)}")
+    same = lab[:, None] == lab[None, :]
+    off = ~torch.eye(len(lab), dtype=torch.bool)
+    return cosines[same & off].mean().item(), cosines[~same].mean().item()
+
+
+# --- chapter 2: tiny Transformers that must read the position ------------------------------------------------
+
+
+def reverse_batch(batch: int, seq: int, vocab_size: int, generator: torch.Generator):
+    """Random ids ``(b, s)`` and the targets of the reverse task: position ``p`` must output token ``s-1-p``.
+
+    The answer at every position depends on the position, so a model that cannot read it is at chance.
+    """
+    ids = torch.randint(0, vocab_size, (batch, seq), generator=generator)
+    return ids, ids.flip(1)
+
+
+class TinyTransformer(nn.Module):
+    """Token embedding (x ``sqrt(d)`` or not) + sinusoidal positions -> one attention layer -> logits.
+
+    ``ids`` ``(b, s)`` -> logits ``(b, s, v)``. One head, no feed-forward net: enough for tasks that route a
+    token by its position. Post-LN (the original Transformer) normalises the residual sum,
+    ``h = LN(x + attn(x))``; pre-LN normalises the attention's input and then the output,
+    ``h = LN_f(x + attn(LN(x)))``, so the embedding's scale is carried along the residual stream. Tied: the
+    logits are ``h @ W.T`` with the embedding's own table ``W``; untied: a separate ``nn.Linear(d, v)``.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, seq: int, setting: Setting):
+        super().__init__()
+        self.setting = setting
+        self.embed = TokenEmbedding(vocab_size, d_model, scale=setting.scale, init=setting.init)
+        self.register_buffer("pe", sinusoidal_table(seq, d_model))
+        self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+        self.norm, self.final_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.head = None if setting.tied else nn.Linear(d_model, vocab_size, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids) + self.pe[: ids.shape[1]]  # (b, s, d)
+        h = self.norm(x) if self.setting.pre_norm else x
+        q, k, v = self.qkv(h).chunk(3, dim=-1)
+        x = x + self.out(F.scaled_dot_product_attention(q, k, v))
+        h = self.final_norm(x) if self.setting.pre_norm else self.norm(x)
+        return h @ (self.embed.weight if self.head is None else self.head.weight).T  # (b, s, v)
+
+
+def _batched_logits(params: dict[str, torch.Tensor], ids: torch.Tensor, pe: torch.Tensor,
+                    factor: torch.Tensor, pre: torch.Tensor, tied: torch.Tensor) -> torch.Tensor:
+    """:meth:`TinyTransformer.forward` for ``r`` models at once; parameters stacked on a leading dim ``r``.
+
+    ids ``(r, b, s)`` -> logits ``(r, b, s, v)``; ``factor`` ``(r, 1, 1, 1)``, ``pre`` ``(r, 1, 1, 1)`` and
+    ``tied`` ``(r, 1, 1)`` pick each model's variant.
+    """
+    def norm(x, name):
+        return F.layer_norm(x, x.shape[-1:]) * params[f"{name}.weight"][:, None, None] \
+            + params[f"{name}.bias"][:, None, None]
+
+    def linear(x, name):  # (r, b, s, i) -> (r, b, s, o) as one batched matmul over r
+        y = torch.baddbmm(params[f"{name}.bias"][:, None], x.flatten(1, 2),
+                          params[f"{name}.weight"].transpose(1, 2))
+        return y.view(*x.shape[:-1], -1)
+
+    table = params["embed.weight"]  # (r, v, d)
+    x = table[torch.arange(len(ids))[:, None, None], ids] * factor + pe  # (r, b, s, d)
+    h = torch.where(pre, norm(x, "norm"), x)
+    q, k, v = linear(h, "qkv").chunk(3, dim=-1)
+    x = x + linear(F.scaled_dot_product_attention(q, k, v), "out")
+    h = torch.where(pre, norm(x, "final_norm"), norm(x, "norm"))
+    head = torch.where(tied, table, params["head.weight"])  # (r, v, d)
+    return torch.bmm(h.flatten(1, 2), head.transpose(1, 2)).view(*h.shape[:-1], -1)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One training run: the held-out loss every ``every`` steps (step 0 first) and the final accuracy."""
+
+    setting: Setting
+    seed: int
+    losses: tuple[float, ...]
+    accuracy: float
+    every: int
+
+
+def train_reverse(settings: list[Setting], seeds: list[int], steps: int = 150, vocab_size: int = 32,
+                  d_model: int = 32, seq: int = 8, batch: int = 16, lr: float = 1e-2,
+                  every: int = 25) -> list[RunResult]:
+    """Train one :class:`TinyTransformer` per (setting, seed) on :func:`reverse_batch`; Adam, one thread.
+
+    Model ``(setting, seed)`` is initialised after ``torch.manual_seed(seed)`` and trained on the batches of
+    ``torch.Generator().manual_seed(seed)``, so every setting sees the same data for a given seed. All models are
+    trained together, their parameters stacked on a leading dimension: Adam is element-wise and each model's
+    loss depends only on its own parameters, so this is the same computation as separate runs, at the per-step
+    overhead of one (tests compare it with a plain loop). The held-out batch (512 sequences, seed 10_000) is
+    the same for every run.
+
+    Returns:
+        one :class:`RunResult` per (setting, seed), settings outer: held-out cross-entropy at steps
+        ``0, every, ..., steps`` and the held-out per-token accuracy at the end (chance ``1 / vocab_size``).
+    """
+    if steps % every:
+        raise ValueError(f"steps={steps} must be a multiple of every={every}")
+    if not settings or not seeds:
+        raise ValueError("pass at least one setting and one seed")
+    runs = [(setting, seed) for setting in settings for seed in seeds]
+    test_ids, test_targets = reverse_batch(512, seq, vocab_size, torch.Generator().manual_seed(10_000))
+    with single_thread():
+        models = []
+        for setting, seed in runs:
+            torch.manual_seed(seed)
+            models.append(TinyTransformer(vocab_size, d_model, seq, setting))
+        zero_head = torch.zeros(vocab_size, d_model)
+        params = {name: nn.Parameter(torch.stack([dict(m.named_parameters()).get(name, zero_head).detach()
+                                                  for m in models]))
+                  for name in dict(models[-1].named_parameters()) | {"head.weight": None}}
+        pe = models[0].pe
+        factor = torch.tensor([m.embed.multiplier for m in models]).view(-1, 1, 1, 1)
+        pre = torch.tensor([s.pre_norm for s, _ in runs]).view(-1, 1, 1, 1)
+        tied = torch.tensor([s.tied for s, _ in runs]).view(-1, 1, 1)
+        generators = {seed: torch.Generator().manual_seed(seed) for seed in seeds}
+        opt = torch.optim.Adam(params.values(), lr=lr)
+
+        def losses_of(ids, targets):
+            logits = _batched_logits(params, ids, pe, factor, pre, tied)  # (r, b, s, v)
+            per_token = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), reduction="none")
+            return per_token.view(len(runs), -1).mean(dim=1), logits
+
+        def held_out():
+            with torch.no_grad():
+                ids = test_ids.expand(len(runs), -1, -1)
+                loss, logits = losses_of(ids, test_targets.expand_as(ids))
+            return loss, (logits.argmax(-1) == test_targets).double().flatten(1).mean(dim=1)
+
+        history = [held_out()[0]]
+        for step in range(1, steps + 1):
+            drawn = {seed: reverse_batch(batch, seq, vocab_size, g) for seed, g in generators.items()}
+            ids = torch.stack([drawn[seed][0] for _, seed in runs])
+            targets = torch.stack([drawn[seed][1] for _, seed in runs])
+            loss = losses_of(ids, targets)[0].sum()  # each model's gradient comes from its own loss only
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % every == 0:
+                history.append(held_out()[0])
+        accuracy = held_out()[1]
+    curves = torch.stack(history, dim=1)  # (r, points)
+    return [RunResult(setting, seed, tuple(curves[i].tolist()), accuracy[i].item(), every)
+            for i, (setting, seed) in enumerate(runs)]

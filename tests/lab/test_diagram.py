@@ -1,0 +1,43 @@
+"""The input-layer map of the introduction."""
+
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.patches import FancyBboxPatch
+
+from course_embed.lab import diagram
+
+
+@pytest.fixture(autouse=True)
+def close():
+    yield
+    plt.close("all")
+
+
+def _boxes(fig):
+    return {p.get_gid(): p for p in fig.axes[0].patches if isinstance(p, FancyBboxPatch)}
+
+
+def test_every_box_is_drawn_in_order_with_its_label():
+    fig = diagram.draw_input_layer()
+    boxes = _boxes(fig)
+    assert list(boxes) == [f"box-{name}" for name in diagram.BOXES]
+    xs = [b.get_x() for b in boxes.values()]
+    assert xs == sorted(xs)  # data flows left to right
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    for label, chapters in diagram.BOXES.values():
+        assert label in texts and (not chapters or chapters in texts)
+    assert any("tied" in t for t in texts)
+    assert boxes["box-layernorm"].get_linestyle() == "--"  # optional
+
+
+def test_highlight_colours_one_box():
+    fig = diagram.draw_input_layer(highlight="scale")
+    faces = {name: box.get_facecolor() for name, box in _boxes(fig).items()}
+    assert faces["box-scale"] != faces["box-lookup"]
+    assert len({f for n, f in faces.items() if n not in ("box-scale", "box-layers")}) == 1
+    assert "scale" in fig.axes[0].get_title()
+
+
+def test_unknown_box_is_rejected():
+    with pytest.raises(ValueError, match="highlight must be one of"):
+        diagram.draw_input_layer(highlight="embedding")

@@ -1,0 +1,105 @@
+"""The small training runs of chapters 1 and 2: data, the batched trainer against a plain loop, determinism."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_embed.lab import tiny_lm
+from course_embed.lab.tiny_lm import Setting
+
+
+def test_toy_corpus_follows_the_templates(gen):
+    ids, vocab = tiny_lm.toy_corpus(200, gen)
+    words = [vocab[i] for i in ids.tolist()]
+    assert words.count(".") == 200
+    sentences = " ".join(words).split(" . ")
+    classes = {w: c for c, ws in tiny_lm.WORD_CLASSES.items() for w in ws}
+    shapes = {" ".join("{" + classes[w] + "}" if w in classes else w for w in s.split()).rstrip(" .") + " ."
+              for s in sentences}
+    assert shapes <= set(tiny_lm.TEMPLATES)
+    cats = words.count("cat")
+    assert cats > words.count("goat")  # Zipf within a class: the first word is the most frequent
+
+
+def test_context_windows_against_a_loop():
+    ids = torch.arange(10) * 3
+    centre, context = tiny_lm.context_windows(ids, window=2)
+    assert centre.tolist() == ids[2:8].tolist()
+    for row, i in enumerate(range(2, 8)):
+        assert context[row].tolist() == [ids[i - 2], ids[i - 1], ids[i + 1], ids[i + 2]]
+    with pytest.raises(ValueError, match="window"):
+        tiny_lm.context_windows(torch.arange(4), window=2)
+
+
+def test_training_makes_same_class_rows_similar():
+    ids, vocab = tiny_lm.toy_corpus(1000, torch.Generator().manual_seed(0))
+    table = tiny_lm.train_context_table(ids, len(vocab), 16, steps=150, seed=0)
+    labels = [0] * 6 + [1] * 6 + [2] * 6
+    same, other = tiny_lm.class_similarity(tiny_lm.cosine_matrix(table[:18]), labels)
+    assert same > 0.5 and same > other + 0.3
+    again = tiny_lm.train_context_table(ids, len(vocab), 16, steps=150, seed=0)
+    assert torch.equal(table, again)
+
+
+def test_cosine_matrix_and_class_similarity():
+    table = torch.tensor([[1.0, 0.0], [2.0, 0.0], [0.0, 3.0]])
+    cos = tiny_lm.cosine_matrix(table)
+    torch.testing.assert_close(cos, torch.tensor([[1.0, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=torch.float64))
+    assert tiny_lm.class_similarity(cos, [0, 0, 1]) == (1.0, 0.0)
+    with pytest.raises(ValueError, match="labels"):
+        tiny_lm.class_similarity(cos, [0, 1])
+
+
+def test_reverse_batch_targets():
+    ids, targets = tiny_lm.reverse_batch(4, 6, 10, torch.Generator().manual_seed(1))
+    assert torch.equal(targets[:, 0], ids[:, -1]) and torch.equal(targets, ids.flip(1))
+
+
+SETTINGS = [Setting("scaled_normal", True), Setting("normal", True, tied=False, pre_norm=True)]
+
+
+def _plain_loop(setting, seed, steps, vocab_size=32, d_model=32, seq=8, batch=16, lr=1e-2):
+    """An independent reference: one TinyTransformer, a plain training loop."""
+    torch.manual_seed(seed)
+    model = tiny_lm.TinyTransformer(vocab_size, d_model, seq, setting)
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        ids, targets = tiny_lm.reverse_batch(batch, seq, vocab_size, gen)
+        loss = F.cross_entropy(model(ids).flatten(0, 1), targets.flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    test_ids, test_targets = tiny_lm.reverse_batch(512, seq, vocab_size, torch.Generator().manual_seed(10_000))
+    with torch.no_grad():
+        return F.cross_entropy(model(test_ids).flatten(0, 1), test_targets.flatten()).item()
+
+
+def test_batched_training_equals_separate_runs():
+    results = tiny_lm.train_reverse(SETTINGS, [0, 1], steps=20, every=10)
+    assert [(r.setting, r.seed) for r in results] == [(s, k) for s in SETTINGS for k in (0, 1)]
+    for r in results:
+        assert len(r.losses) == 3
+        assert r.losses[-1] == pytest.approx(_plain_loop(r.setting, r.seed, 20), rel=1e-4)
+
+
+def test_batched_training_is_deterministic_whatever_the_thread_count():
+    torch.set_num_threads(2)
+    a = tiny_lm.train_reverse(SETTINGS[:1], [3], steps=10, every=10)
+    assert torch.get_num_threads() == 2  # restored
+    torch.set_num_threads(1)
+    b = tiny_lm.train_reverse(SETTINGS[:1], [3], steps=10, every=10)
+    torch.set_num_threads(2)
+    assert a == b
+
+
+def test_the_intended_design_learns_the_task_and_nothing_learns_without_training():
+    result = tiny_lm.train_reverse([Setting("scaled_normal", False)], [0], steps=150)[0]
+    assert result.accuracy > 0.95 and result.losses[-1] < 0.1 < result.losses[0]
+
+
+def test_train_reverse_bad_input():
+    with pytest.raises(ValueError, match="multiple of every"):
+        tiny_lm.train_reverse(SETTINGS, [0], steps=10, every=3)
+    with pytest.raises(ValueError, match="at least one"):
+        tiny_lm.train_reverse([], [0])
