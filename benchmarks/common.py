@@ -15,12 +15,17 @@ import torch
 KEEP_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
 
 
-def parse(description: str) -> argparse.Namespace:
-    """``--device`` (default: cpu, and cuda when present), ``--threads`` (2), ``--rounds`` (11), ``--keep-memory``."""
+def parse(description: str, extra=()) -> argparse.Namespace:
+    """``--device`` (default: cpu, and cuda when present), ``--threads`` (1), ``--rounds`` (11), ``--keep-memory``,
+    and the script's own ``extra`` options, ``[(flag, add_argument keywords)]``."""
     parser = argparse.ArgumentParser(description=description)
+    for flag, kwargs in extra:
+        parser.add_argument(flag, **kwargs)
     parser.add_argument("--device", action="append", choices=["cpu", "cuda"],
                         help="device to run on (repeatable); default: cpu, and cuda when available")
-    parser.add_argument("--threads", type=int, default=2, help="intra-op CPU threads (default 2)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op CPU threads (default 1: on a shared machine a second thread stalls at every "
+                             "parallel region whenever another job holds a core)")
     parser.add_argument("--rounds", type=int, default=11, help="interleaved timing rounds; medians are reported")
     parser.add_argument("--keep-memory", action="store_true",
                         help="restart with glibc keeping freed memory, so fresh outputs cost no page faults")

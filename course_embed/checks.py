@@ -18,7 +18,13 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
 
     Raises:
         TypeError: ``ids`` is not an integer tensor (float ids are a common bug: ``2.7`` is not a token).
-        ValueError: an id is negative or ``>= num_embeddings``.
+        ValueError: an id is negative or ``>= num_embeddings`` (CPU ids: checked on the host, which is where the
+            values are, so the error names the offending id).
+
+    On an accelerator (CUDA) the range is checked **on the device**, without a host synchronisation: one
+    ``aminmax`` and a ``torch._assert_async``, so the host never waits for the device and CUDA-graph capture is
+    not broken. The price: a bad id surfaces as a device-side assertion at a later synchronising call (and leaves
+    the CUDA context unusable), with this message but without the id's value. To debug, move the ids to the CPU.
     """
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of integer token ids, got {type(ids).__name__}; "
@@ -28,6 +34,11 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
                         f"convert with {name}.long() only if the values are whole numbers")
     if ids.device.type == "meta" or ids.numel() == 0:
         return  # no values to check
+    if ids.device.type != "cpu":
+        lo, hi = torch.aminmax(ids)  # stays on the device
+        ok = (lo >= 0) & (hi < num_embeddings)
+        torch._assert_async(ok, f"{name} contains an id outside the vocabulary [0, {num_embeddings})")
+        return
     lo, hi = (int(v) for v in torch.aminmax(ids))  # one pass over the ids, not two
     if lo < 0:
         raise ValueError(f"{name} contains the negative id {lo}; token ids must lie in [0, {num_embeddings}), "

@@ -1,6 +1,7 @@
 """The timing harness: byte formulas, the table's arithmetic, CUDA-event timing logic. No wall-clock assertions."""
 
 import math
+import statistics
 
 import pytest
 import torch
@@ -142,3 +143,34 @@ def test_compare_rejects_bad_arguments(kwargs, match):
     args = dict(variants={"a": lambda: None}, nbytes=8) | kwargs
     with pytest.raises(ValueError, match=match):
         bench.compare(**args)
+
+
+def test_ratio_ci_is_a_bootstrap_of_the_paired_round_ratios():
+    rows = (bench.Row("a", 2.0, (2.0, 2.0, 2.0, 2.0, 2.0), 1), bench.Row("b", 1.0, (1.0, 1.0, 1.0, 1.0, 1.0), 1),
+            bench.Row("c", 1.0, (1.0, 0.5, 2.0, 1.0, 1.0), 1))
+    t = bench.BenchTable("t", rows, "a", "", "cpu")
+    assert t.ratio_ci("a", "b") == (2.0, 2.0, 2.0)  # no spread, no interval
+    mid, low, high = t.ratio_ci("a", "c", resamples=4000)
+    assert mid == 2.0 and low == 1.0 and high == 4.0  # per-round ratios 2, 4, 1, 2, 2: medians range over them
+    assert t.ratio_ci("a", "c", resamples=4000, level=0.5)[1:] == (2.0, 2.0)
+    assert t.ratio_ci("a", "c") == t.ratio_ci("a", "c")  # seeded: reproducible
+
+
+def test_spread_is_the_interquartile_range_over_the_median():
+    row = bench.Row("r", 2.0, (1.0, 2.0, 2.0, 3.0, 5.0), 1)
+    q = statistics.quantiles(row.rounds, n=4)
+    assert row.spread == (q[2] - q[0]) / 2.0
+    assert bench.Row("one", 1.0, (1.0,), 1).spread == 0.0
+
+
+def test_variant_bytes_set_each_rows_own_bandwidth():
+    result = bench.compare({"a": lambda: None, "b": lambda: None}, 1000, baseline="a", rounds=1,
+                           block_seconds=1e-4, variant_bytes={"b": 500})
+    assert [r.nbytes for r in result.rows] == [1000, 500, 1000]
+
+
+def test_keep_freed_memory_sets_glibc_options():
+    assert bench.keep_freed_memory() in (True, False)
+    if bench.keep_freed_memory():  # glibc: a freed big block is reused, so a new one lands at the same address
+        first = torch.empty(1 << 22).data_ptr()
+        assert torch.empty(1 << 22).data_ptr() == first

@@ -80,23 +80,16 @@ def table(name_seconds, baseline="textbook"):
     return bench.BenchTable("shape", rows, baseline, "2 threads", "cpu")
 
 
-def test_bench_bars_label_each_variant():
-    t = table([("textbook", 4e-3), ("package", 1e-3), ("copy", 5e-4)])
-    fig = optimization.bench_bars([t, t])
+def test_speedup_plot_shows_each_variant_with_its_interval_and_the_copy():
+    rows = (bench.Row("textbook", 4e-3, (4e-3, 4e-3, 4e-3), 1000), bench.Row("package", 1e-3, (1e-3, 1e-3, 2e-3), 1000),
+            bench.Row("copy", 5e-4, (5e-4,) * 3, 1000))
+    t = bench.BenchTable("shape", rows, "textbook", "1 threads", "cpu")
+    fig = optimization.speedup_plot([t, t])
     ax = fig.axes[0]
-    labels = sorted(text.get_text() for text in ax.texts)
-    assert labels == ["12%", "12%", "50%", "50%"]
-    assert [p.get_height() for p in ax.patches][:2] == [12.5, 12.5]
-    speed = optimization.bench_bars([t], metric="speedup").axes[0]
-    assert sorted(text.get_text() for text in speed.texts) == ["1.0x", "4.0x"]
-    with pytest.raises(ValueError, match="metric"):
-        optimization.bench_bars([t], metric="gbps")
-
-
-def test_memory_plot_uses_memory_per_rank():
-    from course_embed.parallel import memory_per_rank
-
-    fig = optimization.memory_per_rank_plot([1000, 10_000], 64, [1, 4])
-    lines = fig.axes[0].get_lines()
-    assert [line.get_label() for line in lines] == ["1 rank", "4 ranks"]
-    assert list(lines[1].get_ydata()) == [memory_per_rank(v, 64, 4)["total"] / 2**30 for v in (1000, 10_000)]
+    assert sorted(text.get_text() for text in ax.texts) == ["4.00x", "4.00x"]  # median of 4, 4, 2
+    assert [p.get_height() for p in ax.patches] == [4.0, 4.0]
+    copy_lines = [c for c in ax.collections if c.get_label() == "same-size copy"]
+    assert len(copy_lines) == 1 and ax.get_ylabel() == "speed-up over textbook"
+    bars = next(c for c in ax.containers if hasattr(c, "errorbar"))
+    error_bars = bars.errorbar.lines[2][0].get_segments()
+    assert [tuple(seg[:, 1]) for seg in error_bars] == [(2.0, 4.0), (2.0, 4.0)]  # bootstrap of (4, 4, 2)
