@@ -59,8 +59,8 @@ def loss_table(threads: int, rounds: int) -> str:
         with profile_step.PeakMemory() as meter:
             fn()
         peaks[name] = meter.peak
-    table = bench.compare(variants, 1, baseline="full logits", threads=threads, rounds=rounds,
-                          title=f"cross-entropy fwd + bwd, (n, d) = ({n}, {d}), V = {v} (GB/s column unused)")
+    table = bench.compare(variants, None, baseline="full logits", threads=threads, rounds=rounds,
+                          title=f"cross-entropy fwd + bwd, (n, d) = ({n}, {d}), V = {v}")
     return "\n".join([table.format()] + [f"{name}: peak {peaks[name] / 2**20:.1f} MiB (logits {n * v * 4 / 2**20:.1f} "
                                          f"MiB)" for name in variants]) + "\n"
 
@@ -116,9 +116,9 @@ def sparse_table(device: str, threads: int, rounds: int) -> str:
                     if isinstance(t, torch.Tensor) and t.dim() > 0)
         memory.append(f"{name:<20} gradient {grad / 2**20:7.1f} MiB   optimizer state {state / 2**20:7.1f} MiB")
         setups[name] = step
-    table = bench.compare(setups, 1, baseline="dense+Adam(fused)", device=device, threads=threads, rounds=rounds,
-                          title=f"fwd + bwd + step, V = {v}, d = {d}, ids ({b}, {s}); table {v * d * 4 / 2**20:.0f} "
-                                f"MiB (GB/s column unused)")
+    table = bench.compare(setups, None, baseline="dense+Adam(fused)", device=device, threads=threads,
+                          rounds=rounds, title=f"fwd + bwd + step, V = {v}, d = {d}, ids ({b}, {s}); "
+                                               f"table {v * d * 4 / 2**20:.0f} MiB")
     return "\n".join([table.format(), *memory, ""])
 
 

@@ -186,6 +186,11 @@ class BenchTable:
         """How many times faster ``name`` is than the baseline (ratio of medians)."""
         return self.row(self.baseline).seconds / self.row(name).seconds
 
+    @property
+    def has_copy(self) -> bool:
+        """Whether the table has the reference copy (and so GB/s and "of copy" columns)."""
+        return any(r.name == COPY for r in self.rows)
+
     def of_copy(self, name: str) -> float:
         """``copy time / variant time``: 1.0 means as fast as copying the same number of bytes."""
         return self.row(COPY).seconds / self.row(name).seconds
@@ -209,13 +214,14 @@ class BenchTable:
     def format(self) -> str:
         """The table as aligned text: variant, median time, GB/s, fraction of copy, speedup over the baseline."""
         width = max(len(r.name) for r in self.rows)
+        bandwidth = f"  {'GB/s':>6}  {'of copy':>7}" if self.has_copy else ""
         lines = [f"{self.title}  [{self.device}, {self.clock}, median of {len(self.rows[0].rounds)} rounds]",
-                 f"{'variant':<{width}}  {'median':>10}  {'IQR':>5}  {'GB/s':>6}  {'of copy':>7}  "
-                 f"{'speedup [95% CI]':>20}"]
+                 f"{'variant':<{width}}  {'median':>10}  {'IQR':>5}{bandwidth}  {'speedup [95% CI]':>20}"]
         for r in self.rows:
             mid, low, high = self.ratio_ci(self.baseline, r.name)
-            lines.append(f"{r.name:<{width}}  {_fmt_time(r.seconds):>10}  {r.spread:5.0%}  {r.gbps:6.1f}  "
-                         f"{self.of_copy(r.name):7.0%}  {mid:6.2f}x [{low:4.2f}, {high:4.2f}]")
+            bandwidth = f"  {r.gbps:6.1f}  {self.of_copy(r.name):7.0%}" if self.has_copy else ""
+            lines.append(f"{r.name:<{width}}  {_fmt_time(r.seconds):>10}  {r.spread:5.0%}{bandwidth}  "
+                         f"{mid:6.2f}x [{low:4.2f}, {high:4.2f}]")
         return "\n".join(lines)
 
 
@@ -226,14 +232,15 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def compare(variants: dict[str, Callable[[], Any]], nbytes: int, *, baseline: str, device=None,
+def compare(variants: dict[str, Callable[[], Any]], nbytes: int | None, *, baseline: str, device=None,
             dtype: torch.dtype = torch.float32, threads: int = 2, rounds: int = 7, block_seconds: float = 0.02,
             title: str = "", variant_bytes: dict[str, int] | None = None) -> BenchTable:
-    """Time ``variants`` side by side with a copy of ``nbytes``; return medians, GB/s, fraction of copy, speedups.
+    """Time ``variants`` side by side with a copy of ``nbytes``; return medians, GB/s, fraction of copy, speed-ups.
 
     Args:
         variants: name -> zero-argument callable doing one call of the computation (inputs prepared outside).
-        nbytes: minimum bytes the computation moves (:func:`embedding_bytes`, :func:`rope_bytes`).
+        nbytes: minimum bytes the computation moves (:func:`embedding_bytes`, :func:`rope_bytes`); ``None`` for a
+            computation that is not bandwidth-bound (a training step, a loss): no copy, no GB/s columns.
         baseline: the variant speedups are relative to (usually the textbook version).
         device: where the inputs live (CPU timer or CUDA events); default CPU.
         dtype: dtype of the copy reference.
@@ -259,7 +266,7 @@ def compare(variants: dict[str, Callable[[], Any]], nbytes: int, *, baseline: st
     if rounds < 1 or threads < 1:
         raise ValueError(f"rounds and threads must be >= 1, got rounds={rounds}, threads={threads}")
     device = torch.device(device) if device is not None else torch.device("cpu")
-    fns = dict(variants) | {COPY: make_copy(nbytes, device, dtype)}
+    fns = dict(variants) | ({COPY: make_copy(nbytes, device, dtype)} if nbytes is not None else {})
     if device.type == "cuda":
         clock = time_cuda
     else:
@@ -277,7 +284,7 @@ def compare(variants: dict[str, Callable[[], Any]], nbytes: int, *, baseline: st
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = fill
     own = variant_bytes or {}
-    rows = tuple(Row(name, statistics.median(ts), tuple(ts), own.get(name, nbytes)) for name, ts in times.items())
+    rows = tuple(Row(name, statistics.median(ts), tuple(ts), own.get(name, nbytes or 0)) for name, ts in times.items())
     return BenchTable(title, rows, baseline, "CUDA events" if device.type == "cuda" else f"{threads} threads",
                       device.type)
 

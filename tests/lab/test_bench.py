@@ -174,3 +174,10 @@ def test_keep_freed_memory_sets_glibc_options():
     if bench.keep_freed_memory():  # glibc: a freed big block is reused, so a new one lands at the same address
         first = torch.empty(1 << 22).data_ptr()
         assert torch.empty(1 << 22).data_ptr() == first
+
+
+def test_compare_without_bytes_has_no_copy_and_no_bandwidth_columns():
+    result = bench.compare({"a": lambda: None, "b": lambda: None}, None, baseline="a", rounds=2, block_seconds=1e-4)
+    assert [r.name for r in result.rows] == ["a", "b"] and not result.has_copy
+    header = result.format().splitlines()[1]
+    assert "GB/s" not in header and "of copy" not in header and "speedup [95% CI]" in header
