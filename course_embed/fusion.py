@@ -64,9 +64,10 @@ class TransformerEmbedding(nn.Module):
     The one-pass inference path needs the table's storage to extend ``max_len`` rows past the table (set up here and
     after ``.to()``/``.half()``; ``load_state_dict`` copies in place and keeps it). When it does not (a table
     replaced with ``assign=True``, a sequence longer than ``max_len``), the layer falls back to the two-pass path,
-    which gives the same values up to one rounding. Writes to the table go through its version counter, which the
-    cache of position rows checks; writes through ``.data`` bypass it but do not matter here, because the table rows
-    are read from the table itself on every call.
+    which gives the same values up to one rounding. The token rows are read from the table itself on every call, so
+    any write to it is seen. The position rows are copied into the spare rows when the length, the offset or the
+    position table's version counter changes; a write to a learned position table through ``.data`` bypasses the
+    version counter and is not seen: write under ``torch.no_grad()`` instead.
 
     Shapes:
         ``forward(ids, offset)``: ids ``(b, s)`` -> ``(b, s, d)``; positions are ``offset .. offset + s - 1``.
