@@ -42,8 +42,11 @@ def rope_table(device: str, threads: int, rounds: int, dtype: torch.dtype, compi
     def textbook(q):
         return q * cos + rotate_half(q) * sin
 
-    variants = {"rotate_half": lambda: textbook(q), "package": lambda: rope.rotate(q),
-                "package_half": lambda: rope_half.rotate(q)}
+    variants = {
+        "rotate_half": lambda: textbook(q),
+        "package": lambda: rope.rotate(q),
+        "package_half": lambda: rope_half.rotate(q),
+    }
     if compiled_too:
         compiled = torch.compile(textbook, dynamic=False)
         variants["compiled_half"] = lambda: compiled(q)
@@ -52,9 +55,16 @@ def rope_table(device: str, threads: int, rounds: int, dtype: torch.dtype, compi
         for name in ("package_half", "compiled_half"):
             if name in variants:  # also compiles, before any timing
                 torch.testing.assert_close(variants[name](), textbook(q), rtol=tol, atol=tol)
-        table = bench.compare(variants, bench.rope_bytes(b, h, s, hd, q.element_size()), baseline="rotate_half",
-                              device=device, dtype=dtype, threads=threads, rounds=rounds,
-                              title=f"RoPE on q (b, h, s, h_d) = ({b}, {h}, {s}, {hd}), {dtype}")
+        table = bench.compare(
+            variants,
+            bench.rope_bytes(b, h, s, hd, q.element_size()),
+            baseline="rotate_half",
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            rounds=rounds,
+            title=f"RoPE on q (b, h, s, h_d) = ({b}, {h}, {s}, {hd}), {dtype}",
+        )
     parts = [f"{name} {table.ratio_ci('rotate_half', name)[0]:.2f}x" for name in variants if name != "rotate_half"]
     return table.format() + f"\nagainst rotate_half ({dtype}): " + ", ".join(parts) + "\n"
 
@@ -71,24 +81,50 @@ def alibi_tables(device: str, threads: int, rounds: int) -> str:
         k = torch.softmax((scores + key_only).masked_fill(~causal, float("-inf")), -1)
         torch.testing.assert_close(a, k, rtol=1e-4, atol=1e-4)  # large key-only biases round scores more
         nbytes = 4 * 2 * scores.numel()  # read the scores, write the biased scores; the bias itself is extra
-        apply = bench.compare({"materialised": lambda: scores + full, "key_only": lambda: scores + key_only},
-                              nbytes, baseline="materialised", device=device, threads=threads, rounds=rounds,
-                              title=f"ALiBi apply: scores (b, h, s, s) = ({b}, {h}, {s}, {s}) + bias")
-        build = bench.compare({
-            "materialised": lambda: scores + ce.alibi_bias(slopes, s, query_len=s),
-            "key_only": lambda: scores + ce.alibi_bias(slopes, s),
-        }, nbytes, baseline="materialised", device=device, threads=threads, rounds=rounds,
-            title="ALiBi build + apply")
-    memory = (f"bias memory: materialised (h, s, s) {bench.tensor_bytes(full) / 2**20:.1f} MiB, key-only (h, 1, s) "
-              f"{bench.tensor_bytes(key_only) / 2**10:.1f} KiB ({bench.tensor_bytes(full) // bench.tensor_bytes(key_only)}x "
-              f"less)")
-    return "\n".join([apply.format(), f"key-only: {apply.speedup('key_only'):.2f}x on apply", "", build.format(),
-                      f"key-only: {build.speedup('key_only'):.2f}x on build + apply", memory, ""])
+        apply = bench.compare(
+            {"materialised": lambda: scores + full, "key_only": lambda: scores + key_only},
+            nbytes,
+            baseline="materialised",
+            device=device,
+            threads=threads,
+            rounds=rounds,
+            title=f"ALiBi apply: scores (b, h, s, s) = ({b}, {h}, {s}, {s}) + bias",
+        )
+        build = bench.compare(
+            {
+                "materialised": lambda: scores + ce.alibi_bias(slopes, s, query_len=s),
+                "key_only": lambda: scores + ce.alibi_bias(slopes, s),
+            },
+            nbytes,
+            baseline="materialised",
+            device=device,
+            threads=threads,
+            rounds=rounds,
+            title="ALiBi build + apply",
+        )
+    memory = (
+        f"bias memory: materialised (h, s, s) {bench.tensor_bytes(full) / 2**20:.1f} MiB, key-only (h, 1, s) "
+        f"{bench.tensor_bytes(key_only) / 2**10:.1f} KiB ({bench.tensor_bytes(full) // bench.tensor_bytes(key_only)}x "
+        f"less)"
+    )
+    return "\n".join(
+        [
+            apply.format(),
+            f"key-only: {apply.speedup('key_only'):.2f}x on apply",
+            "",
+            build.format(),
+            f"key-only: {build.speedup('key_only'):.2f}x on build + apply",
+            memory,
+            "",
+        ]
+    )
 
 
 def main() -> None:
-    args = parse(__doc__.splitlines()[0], extra=[("--no-compile", {"action": "store_true",
-                                                                 "help": "skip torch.compile (no C++ compiler)"})])
+    args = parse(
+        __doc__.splitlines()[0],
+        extra=[("--no-compile", {"action": "store_true", "help": "skip torch.compile (no C++ compiler)"})],
+    )
     print(machine())
     for device in args.device:
         for dtype in (torch.float32, torch.bfloat16):

@@ -33,58 +33,79 @@ SHAPES = [(32, 128, 512, 10_000), (8, 512, 768, 32_000), (1, 4096, 1024, 50_000)
 
 
 def tables(device: str, threads: int, rounds: int, compiled_too: bool) -> list[str]:
-    out = []
-    for b, s, d, v in SHAPES:
-        gen = torch.Generator().manual_seed(0)
-        package = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device).eval()
-        emb = nn.Embedding(v, d, device=device)
-        with torch.no_grad():
-            emb.weight.copy_(package.token.weight)
-        pe = ce.sinusoidal_table(s, d, device=device)
-        ids = torch.randint(0, v, (b, s), generator=gen).to(device)
-        pe_rows = package.positions.encoding(s, 0, device=device)
-        variants = {
-            "textbook": lambda: emb(ids) * math.sqrt(d) + pe[:s],
-            "textbook'": lambda: emb(ids) * math.sqrt(d) + pe[:s],
-            "gather": lambda: F.embedding(ids, emb.weight),
-            "package": lambda: package(ids),
-            "two-pass": lambda: _lookup_add(ids, package.token.weight, pe_rows, math.sqrt(d), None),
-        }
-        if compiled_too:
-            compiled = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device, compile=True).eval()
-            compiled.load_state_dict(package.state_dict())
-            variants["compiled"] = lambda: compiled(ids)
-        with torch.inference_mode():
-            expected = emb(ids) * math.sqrt(d) + pe[:s]
-            assert torch.equal(package(ids), expected), "the one-pass path must equal the textbook bit for bit"
-            for name in ("two-pass", "compiled"):  # also compiles, before any timing
-                if name in variants:
-                    torch.testing.assert_close(variants[name](), expected, rtol=1e-6, atol=1e-5)
-            nbytes = bench.embedding_bytes(b, s, d, 4)
-            table = bench.compare(variants, nbytes, baseline="textbook", device=device, threads=threads,
-                                  rounds=rounds, variant_bytes={"gather": 4 * 2 * b * s * d},
-                                  title=f"embedding x sqrt(d) + sinusoidal, (b, s, d) = ({b}, {s}, {d}), V = {v}")
-            check = bench.compare({"check_ids": lambda: check_ids(ids, v), "package": lambda: package(ids)},
-                                  nbytes, baseline="package", device=device, threads=threads, rounds=rounds)
-        eager, gather = table.row("package").seconds, table.row("gather").seconds
-        mid, low, high = table.ratio_ci("textbook", "package")
-        noise = table.ratio_ci("textbook", "textbook'")
-        lines = [table.format(),
-                 f"noise floor: textbook / textbook' = {noise[0]:.2f}x [{noise[1]:.2f}, {noise[2]:.2f}]",
-                 f"package eager: {mid:.2f}x textbook [{low:.2f}, {high:.2f}] (goal >= 2), "
-                 f"{eager / gather:.2f}x the bare gather's time (goal <= 1.5)"]
-        if compiled_too:
-            lines.append(f"compiled: {table.speedup('compiled'):.2f}x textbook, "
-                         f"{table.row('compiled').seconds / gather:.2f}x the bare gather's time (goal <= 1.2)")
-        lines.append(f"id check: {check.row('check_ids').seconds / check.row('package').seconds:.1%} of the "
-                     f"package's time\n")
-        out.append("\n".join(lines))
-    return out
+    return [one_shape(b, s, d, v, device, threads, rounds, compiled_too) for b, s, d, v in SHAPES]
+
+
+def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds: int, compiled_too: bool) -> str:
+    gen = torch.Generator().manual_seed(0)
+    package = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device).eval()
+    emb = nn.Embedding(v, d, device=device)
+    with torch.no_grad():
+        emb.weight.copy_(package.token.weight)
+    pe = ce.sinusoidal_table(s, d, device=device)
+    ids = torch.randint(0, v, (b, s), generator=gen).to(device)
+    pe_rows = package.positions.encoding(s, 0, device=device)
+    variants = {
+        "textbook": lambda: emb(ids) * math.sqrt(d) + pe[:s],
+        "textbook'": lambda: emb(ids) * math.sqrt(d) + pe[:s],
+        "gather": lambda: F.embedding(ids, emb.weight),
+        "package": lambda: package(ids),
+        "two-pass": lambda: _lookup_add(ids, package.token.weight, pe_rows, math.sqrt(d), None),
+    }
+    if compiled_too:
+        compiled = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device, compile=True).eval()
+        compiled.load_state_dict(package.state_dict())
+        variants["compiled"] = lambda: compiled(ids)
+    with torch.inference_mode():
+        expected = emb(ids) * math.sqrt(d) + pe[:s]
+        assert torch.equal(package(ids), expected), "the one-pass path must equal the textbook bit for bit"
+        for name in ("two-pass", "compiled"):  # also compiles, before any timing
+            if name in variants:
+                torch.testing.assert_close(variants[name](), expected, rtol=1e-6, atol=1e-5)
+        nbytes = bench.embedding_bytes(b, s, d, 4)
+        table = bench.compare(
+            variants,
+            nbytes,
+            baseline="textbook",
+            device=device,
+            threads=threads,
+            rounds=rounds,
+            variant_bytes={"gather": 4 * 2 * b * s * d},
+            title=f"embedding x sqrt(d) + sinusoidal, (b, s, d) = ({b}, {s}, {d}), V = {v}",
+        )
+        check = bench.compare(
+            {"check_ids": lambda: check_ids(ids, v), "package": lambda: package(ids)},
+            nbytes,
+            baseline="package",
+            device=device,
+            threads=threads,
+            rounds=rounds,
+        )
+    eager, gather = table.row("package").seconds, table.row("gather").seconds
+    mid, low, high = table.ratio_ci("textbook", "package")
+    noise = table.ratio_ci("textbook", "textbook'")
+    lines = [
+        table.format(),
+        f"noise floor: textbook / textbook' = {noise[0]:.2f}x [{noise[1]:.2f}, {noise[2]:.2f}]",
+        f"package eager: {mid:.2f}x textbook [{low:.2f}, {high:.2f}] (goal >= 2), "
+        f"{eager / gather:.2f}x the bare gather's time (goal <= 1.5)",
+    ]
+    if compiled_too:
+        lines.append(
+            f"compiled: {table.speedup('compiled'):.2f}x textbook, "
+            f"{table.row('compiled').seconds / gather:.2f}x the bare gather's time (goal <= 1.2)"
+        )
+    lines.append(
+        f"id check: {check.row('check_ids').seconds / check.row('package').seconds:.1%} of the package's time\n"
+    )
+    return "\n".join(lines)
 
 
 def main() -> None:
-    args = parse(__doc__.splitlines()[0], extra=[("--no-compile", {"action": "store_true",
-                                                                 "help": "skip torch.compile (no C++ compiler)"})])
+    args = parse(
+        __doc__.splitlines()[0],
+        extra=[("--no-compile", {"action": "store_true", "help": "skip torch.compile (no C++ compiler)"})],
+    )
     print(machine())
     for device in args.device:
         for text in tables(device, args.threads, args.rounds, not args.no_compile):

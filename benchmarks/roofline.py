@@ -23,9 +23,11 @@ def main() -> None:
     for nbytes, gbps in sweep:
         print(f"{nbytes / 2**20:10.3f} MiB  {gbps:6.1f}")
     peak = roofline.matmul_gflops(1024, threads=args.threads, min_run_time=0.2)
-    print(f"matmul 1024^3 float32: {peak:.0f} GFLOP/s; ridge point {peak / sweep[-1][1]:.0f} FLOP/byte at the "
-          f"largest working set; input layer (32, 128, 512): {roofline.input_layer_intensity(32, 128, 512):.2f} "
-          f"FLOP/byte")
+    print(
+        f"matmul 1024^3 float32: {peak:.0f} GFLOP/s; ridge point {peak / sweep[-1][1]:.0f} FLOP/byte at the "
+        f"largest working set; input layer (32, 128, 512): {roofline.input_layer_intensity(32, 128, 512):.2f} "
+        f"FLOP/byte"
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,10 @@ def step_profile() -> str:
         model = profile_step.TinyGPT(v, d, layers=2, heads=4, max_len=s, tied=tied)
         phases = profile_step.profile_step(model, ids, targets, warmup=2)
         total = sum(phases.values())
-        lines.append(f"{'tied' if tied else 'untied'}: {total:.0f} ms; " + ", ".join(
-            f"{name} {ms / total:.1%}" for name, ms in phases.items()))
+        lines.append(
+            f"{'tied' if tied else 'untied'}: {total:.0f} ms; "
+            + ", ".join(f"{name} {ms / total:.1%}" for name, ms in phases.items())
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -52,17 +54,30 @@ def loss_table(threads: int, rounds: int) -> str:
     h = torch.randn(n, d, generator=gen, requires_grad=True)
     w = (torch.randn(v, d, generator=gen) * d**-0.5).requires_grad_()
     t = torch.randint(0, v, (n,), generator=gen)
-    variants = {"full logits": lambda: F.cross_entropy(h @ w.T, t).backward(),
-                "chunked 256": lambda: profile_step.chunked_cross_entropy(h, w, t, 256).backward()}
+    variants = {
+        "full logits": lambda: F.cross_entropy(h @ w.T, t).backward(),
+        "chunked 256": lambda: profile_step.chunked_cross_entropy(h, w, t, 256).backward(),
+    }
     peaks = {}
     for name, fn in variants.items():
         with profile_step.PeakMemory() as meter:
             fn()
         peaks[name] = meter.peak
-    table = bench.compare(variants, None, baseline="full logits", threads=threads, rounds=rounds,
-                          title=f"cross-entropy fwd + bwd, (n, d) = ({n}, {d}), V = {v}")
-    return "\n".join([table.format()] + [f"{name}: peak {peaks[name] / 2**20:.1f} MiB (logits {n * v * 4 / 2**20:.1f} "
-                                         f"MiB)" for name in variants]) + "\n"
+    table = bench.compare(
+        variants,
+        None,
+        baseline="full logits",
+        threads=threads,
+        rounds=rounds,
+        title=f"cross-entropy fwd + bwd, (n, d) = ({n}, {d}), V = {v}",
+    )
+    return (
+        "\n".join(
+            [table.format()]
+            + [f"{name}: peak {peaks[name] / 2**20:.1f} MiB (logits {n * v * 4 / 2**20:.1f} MiB)" for name in variants]
+        )
+        + "\n"
+    )
 
 
 def layer_backward_table(threads: int, rounds: int) -> str:
@@ -83,9 +98,14 @@ def layer_backward_table(threads: int, rounds: int) -> str:
         model.token.weight.grad = None
         (model(ids) * upstream).sum().backward()
 
-    table = bench.compare({"textbook": textbook, "package": package}, 2 * bench.embedding_bytes(b, s, d, 4),
-                          baseline="textbook", threads=threads, rounds=rounds,
-                          title=f"input layer fwd + bwd (dense gradient), ({b}, {s}, {d}), V = {v}")
+    table = bench.compare(
+        {"textbook": textbook, "package": package},
+        2 * bench.embedding_bytes(b, s, d, 4),
+        baseline="textbook",
+        threads=threads,
+        rounds=rounds,
+        title=f"input layer fwd + bwd (dense gradient), ({b}, {s}, {d}), V = {v}",
+    )
     return table.format() + "\n"
 
 
@@ -96,12 +116,13 @@ def sparse_table(device: str, threads: int, rounds: int) -> str:
     target = torch.randn(b, s, d, generator=gen).to(device)
     setups, memory = {}, []
     for name, sparse, make in [
-            ("dense+Adam(foreach)", False, lambda p: torch.optim.Adam(p, lr=1e-3, foreach=True)),
-            ("dense+Adam(fused)", False, lambda p: torch.optim.Adam(p, lr=1e-3, fused=True)),
-            ("sparse+SparseAdam", True, lambda p: torch.optim.SparseAdam(p, lr=1e-3)),
-            ("sparse+Adagrad", True, lambda p: torch.optim.Adagrad(p, lr=0.1)),
-            ("dense+SGD", False, lambda p: torch.optim.SGD(p, lr=0.1)),
-            ("sparse+SGD", True, lambda p: torch.optim.SGD(p, lr=0.1))]:
+        ("dense+Adam(foreach)", False, lambda p: torch.optim.Adam(p, lr=1e-3, foreach=True)),
+        ("dense+Adam(fused)", False, lambda p: torch.optim.Adam(p, lr=1e-3, fused=True)),
+        ("sparse+SparseAdam", True, lambda p: torch.optim.SparseAdam(p, lr=1e-3)),
+        ("sparse+Adagrad", True, lambda p: torch.optim.Adagrad(p, lr=0.1)),
+        ("dense+SGD", False, lambda p: torch.optim.SGD(p, lr=0.1)),
+        ("sparse+SGD", True, lambda p: torch.optim.SGD(p, lr=0.1)),
+    ]:
         model = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, sparse=sparse, device=device)
         optimizer = make([model.token.weight])
 
@@ -112,13 +133,23 @@ def sparse_table(device: str, threads: int, rounds: int) -> str:
 
         step()
         grad = bench.tensor_bytes(model.token.weight.grad)
-        state = sum(bench.tensor_bytes(t) for st in optimizer.state.values() for t in st.values()
-                    if isinstance(t, torch.Tensor) and t.dim() > 0)
+        state = sum(
+            bench.tensor_bytes(t)
+            for st in optimizer.state.values()
+            for t in st.values()
+            if isinstance(t, torch.Tensor) and t.dim() > 0
+        )
         memory.append(f"{name:<20} gradient {grad / 2**20:7.1f} MiB   optimizer state {state / 2**20:7.1f} MiB")
         setups[name] = step
-    table = bench.compare(setups, None, baseline="dense+Adam(fused)", device=device, threads=threads,
-                          rounds=rounds, title=f"fwd + bwd + step, V = {v}, d = {d}, ids ({b}, {s}); "
-                                               f"table {v * d * 4 / 2**20:.0f} MiB")
+    table = bench.compare(
+        setups,
+        None,
+        baseline="dense+Adam(fused)",
+        device=device,
+        threads=threads,
+        rounds=rounds,
+        title=f"fwd + bwd + step, V = {v}, d = {d}, ids ({b}, {s}); table {v * d * 4 / 2**20:.0f} MiB",
+    )
     return "\n".join([table.format(), *memory, ""])
 
 
@@ -130,27 +161,35 @@ def bf16_table(device: str, threads: int, rounds: int) -> str:
     bf16.load_state_dict(fp32.state_dict())
     ids = torch.randint(0, v, (b, s), generator=gen).to(device)
     with torch.inference_mode():
-        table = bench.compare({"float32": lambda: fp32(ids), "bfloat16": lambda: bf16(ids)},
-                              bench.embedding_bytes(b, s, d, 4), baseline="float32", device=device, threads=threads,
-                              rounds=rounds, title=f"table storage, (b, s, d) = ({b}, {s}, {d}), V = {v} "
-                                                   f"(GB/s counts float32 bytes)")
+        table = bench.compare(
+            {"float32": lambda: fp32(ids), "bfloat16": lambda: bf16(ids)},
+            bench.embedding_bytes(b, s, d, 4),
+            baseline="float32",
+            device=device,
+            threads=threads,
+            rounds=rounds,
+            title=f"table storage, (b, s, d) = ({b}, {s}, {d}), V = {v} (GB/s counts float32 bytes)",
+        )
         err = optimization.relative_error(bf16(ids), fp32(ids))
     storage = optimization.relative_error(fp32.token.weight.to(torch.bfloat16), fp32.token.weight)
     lost = optimization.lost_update_fraction(fp32.token.weight.detach(), 1e-4, torch.bfloat16)
-    return "\n".join([
-        table.format(),
-        f"table rounded to bfloat16: relative error max {storage['max']:.2e}, rms {storage['rms']:.2e}",
-        f"output (scaled rows + positions): relative error max {err['max']:.2e}, rms {err['rms']:.2e}",
-        f"an update of +1e-4 to every weight (an Adam step at lr 1e-4): {lost:.1%} of the bfloat16 weights "
-        f"do not change", ""])
+    return "\n".join(
+        [
+            table.format(),
+            f"table rounded to bfloat16: relative error max {storage['max']:.2e}, rms {storage['rms']:.2e}",
+            f"output (scaled rows + positions): relative error max {err['max']:.2e}, rms {err['rms']:.2e}",
+            f"an update of +1e-4 to every weight (an Adam step at lr 1e-4): {lost:.1%} of the bfloat16 weights "
+            f"do not change",
+            "",
+        ]
+    )
 
 
 def _parallel_worker(rank: int, world_size: int, port: int, threads: int, rounds: int, results) -> None:
     torch.set_num_threads(threads)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
     try:
-        report = parallel.check_against_unsharded(batch=4, seq=32, vocab_size=1001, d_model=16, padding_idx=900,
-                                                  seed=3)
+        report = parallel.check_against_unsharded(batch=4, seq=32, vocab_size=1001, d_model=16, padding_idx=900, seed=3)
         b, s, d, v = 8, 512, 768, 32_000
         gen = torch.Generator().manual_seed(0)
         full = torch.randn(v, d, generator=gen)
@@ -165,12 +204,22 @@ def _parallel_worker(rank: int, world_size: int, port: int, threads: int, rounds
             module(ids).sum().backward()
 
         with torch.no_grad():
-            fwd = bench.compare({"one process": lambda: single(ids), "2 ranks": lambda: sharded(ids)},
-                                bench.embedding_bytes(b, s, d, 4), baseline="one process", threads=threads,
-                                rounds=rounds, title=f"embedding forward, ({b}, {s}, {d}), V = {v}, rank {rank}")
-        both = bench.compare({"one process": lambda: fwd_bwd(single), "2 ranks": lambda: fwd_bwd(sharded)},
-                             2 * bench.embedding_bytes(b, s, d, 4), baseline="one process", threads=threads,
-                             rounds=rounds, title=f"embedding forward + backward, rank {rank}")
+            fwd = bench.compare(
+                {"one process": lambda: single(ids), "2 ranks": lambda: sharded(ids)},
+                bench.embedding_bytes(b, s, d, 4),
+                baseline="one process",
+                threads=threads,
+                rounds=rounds,
+                title=f"embedding forward, ({b}, {s}, {d}), V = {v}, rank {rank}",
+            )
+        both = bench.compare(
+            {"one process": lambda: fwd_bwd(single), "2 ranks": lambda: fwd_bwd(sharded)},
+            2 * bench.embedding_bytes(b, s, d, 4),
+            baseline="one process",
+            threads=threads,
+            rounds=rounds,
+            title=f"embedding forward + backward, rank {rank}",
+        )
         if rank == 0:
             results.put((report, fwd.format(), both.format()))
     finally:
@@ -181,11 +230,19 @@ def parallel_tables(threads: int, rounds: int) -> str:
     import torch.multiprocessing as mp
 
     results = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(_parallel_worker, args=(2, parallel.free_port(), threads, rounds, results), nprocs=2,
-                       start_method="spawn")
+    mp.start_processes(
+        _parallel_worker, args=(2, parallel.free_port(), threads, rounds, results), nprocs=2, start_method="spawn"
+    )
     report, fwd, both = results.get()
-    return "\n".join([f"2 processes, gloo: {report}", fwd, both, "(both ranks time at once, on the same cores, "
-                      "each timing includes its all-reduce)", ""])
+    return "\n".join(
+        [
+            f"2 processes, gloo: {report}",
+            fwd,
+            both,
+            "(both ranks time at once, on the same cores, each timing includes its all-reduce)",
+            "",
+        ]
+    )
 
 
 def main() -> None:

@@ -73,31 +73,58 @@ class TransformerEmbedding(nn.Module):
         ``forward(ids, offset)``: ids ``(b, s)`` -> ``(b, s, d)``; positions are ``offset .. offset + s - 1``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, position: Literal["sinusoidal", "learned"] | None = "sinusoidal",
-                 fusion: Literal["add", "concat"] = "add", dropout: float = 0.1, layer_norm: bool = False,
-                 padding_idx: int | None = None, max_len: int = 512, scale: bool = True, init: Init | None = None,
-                 base: float = 10000.0, d_position: int | None = None, device=None, dtype=None,
-                 sparse: bool = False, compile: bool = False):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        position: Literal["sinusoidal", "learned"] | None = "sinusoidal",
+        fusion: Literal["add", "concat"] = "add",
+        dropout: float = 0.1,
+        layer_norm: bool = False,
+        padding_idx: int | None = None,
+        max_len: int = 512,
+        scale: bool = True,
+        init: Init | None = None,
+        base: float = 10000.0,
+        d_position: int | None = None,
+        device=None,
+        dtype=None,
+        sparse: bool = False,
+        compile: bool = False,
+    ):
         super().__init__()
         if position not in POSITIONS:
-            raise ValueError(f"position must be one of {POSITIONS}, got {position!r}; RoPE, ALiBi and T5 bias act "
-                             f"inside attention, so use position=None for them")
+            raise ValueError(
+                f"position must be one of {POSITIONS}, got {position!r}; RoPE, ALiBi and T5 bias act "
+                f"inside attention, so use position=None for them"
+            )
         if fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
         if fusion == "concat" and position is None:
-            raise ValueError("fusion='concat' needs a position scheme to concatenate; use fusion='add' with "
-                             "position=None")
+            raise ValueError(
+                "fusion='concat' needs a position scheme to concatenate; use fusion='add' with position=None"
+            )
         if compile and sparse:
-            raise ValueError("compile=True does not support sparse=True (torch.compile has no sparse embedding "
-                             "gradient); use one or the other")
+            raise ValueError(
+                "compile=True does not support sparse=True (torch.compile has no sparse embedding "
+                "gradient); use one or the other"
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be a probability in [0, 1), got {dropout}")
         d_position = d_model if fusion == "add" else (d_position or d_model // 2)
         if fusion == "concat" and not 0 < d_position < d_model:
             raise ValueError(f"d_position must be in (0, d_model={d_model}) with fusion='concat', got {d_position}")
         self.d_model, self.position, self.fusion, self.compile = d_model, position, fusion, compile
-        self.token = TokenEmbedding(vocab_size, d_model if fusion == "add" else d_model - d_position,
-                                    padding_idx, scale, init, device=device, dtype=dtype, sparse=sparse)
+        self.token = TokenEmbedding(
+            vocab_size,
+            d_model if fusion == "add" else d_model - d_position,
+            padding_idx,
+            scale,
+            init,
+            device=device,
+            dtype=dtype,
+            sparse=sparse,
+        )
         if position == "sinusoidal":
             self.positions = SinusoidalPositionalEncoding(d_position, max_len, base, device=device)
         elif position == "learned":
@@ -127,7 +154,8 @@ class TransformerEmbedding(nn.Module):
             weight.data = buffer[:v]
         # an alias built with set_ has its own version counter: writing the spare rows leaves the table's untouched
         self._stacked = torch.empty(0, device=weight.device, dtype=weight.dtype).set_(
-            buffer.untyped_storage(), 0, (v + self._room, d), (d, 1))
+            buffer.untyped_storage(), 0, (v + self._room, d), (d, 1)
+        )
 
     def _apply(self, fn, recurse: bool = True):
         # .to(), .half(), .cuda() give the table new storage without the spare rows: make room again
@@ -167,7 +195,7 @@ class TransformerEmbedding(nn.Module):
         if version is None or key != self._tail_key:
             v = self.token.weight.shape[0]
             pe = self.positions.encoding(length, offset, dtype=self._stacked.dtype, device=self._stacked.device)
-            self._stacked[v:v + length].copy_(pe)
+            self._stacked[v : v + length].copy_(pe)
             self._tail_key = key
 
     def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -203,9 +231,12 @@ class TransformerEmbedding(nn.Module):
         return f"position={self.position!r}, fusion={self.fusion!r}" + (", compile=True" if self.compile else "")
 
 
-def lookup_add_reference(ids: torch.Tensor, weight: torch.Tensor, pe: torch.Tensor, scale: float,
-                         padding_idx: int | None = None) -> torch.Tensor:
-    """The textbook input layer ``W[ids] * scale + pe``: ids ``(b, s)``, weight ``(v, d)``, pe ``(s, d)`` -> ``(b, s, d)``.
+def lookup_add_reference(
+    ids: torch.Tensor, weight: torch.Tensor, pe: torch.Tensor, scale: float, padding_idx: int | None = None
+) -> torch.Tensor:
+    """The textbook input layer ``W[ids] * scale + pe``.
+
+    ids ``(b, s)``, weight ``(v, d)``, pe ``(s, d)`` -> ``(b, s, d)``.
 
     Eager, it makes three passes and allocates three ``(b, s, d)`` tensors; ``torch.compile`` turns it into one
     loop that reads each row once and writes each output once (``compile=True``).

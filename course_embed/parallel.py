@@ -38,8 +38,10 @@ def shard_range(vocab_size: int, rank: int, world_size: int) -> tuple[int, int]:
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"rank must be in [0, world_size), got rank={rank}, world_size={world_size}")
     if vocab_size < world_size:
-        raise ValueError(f"vocab_size={vocab_size} is smaller than world_size={world_size}: some ranks would hold no "
-                         f"rows; use at most {vocab_size} ranks")
+        raise ValueError(
+            f"vocab_size={vocab_size} is smaller than world_size={world_size}: some ranks would hold no "
+            f"rows; use at most {vocab_size} ranks"
+        )
     base, extra = divmod(vocab_size, world_size)
     start = rank * base + min(rank, extra)
     return start, start + base + (rank < extra)
@@ -78,12 +80,15 @@ class VocabParallelEmbedding(nn.Module):
     for equality, not closeness.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None, *, group=None, device=None,
-                 dtype=None):
+    def __init__(
+        self, vocab_size: int, d_model: int, padding_idx: int | None = None, *, group=None, device=None, dtype=None
+    ):
         super().__init__()
         if not dist.is_available() or not dist.is_initialized():
-            raise RuntimeError("VocabParallelEmbedding needs torch.distributed: call "
-                               "torch.distributed.init_process_group(backend, ...) first (gloo on CPU, nccl on GPUs)")
+            raise RuntimeError(
+                "VocabParallelEmbedding needs torch.distributed: call "
+                "torch.distributed.init_process_group(backend, ...) first (gloo on CPU, nccl on GPUs)"
+            )
         if padding_idx is not None and not 0 <= padding_idx < vocab_size:
             raise ValueError(f"padding_idx={padding_idx} is outside the vocabulary [0, {vocab_size})")
         self.group = group
@@ -102,12 +107,14 @@ class VocabParallelEmbedding(nn.Module):
         return self.padding_idx - self.start if inside else None
 
     @torch.no_grad()
-    def load_full_(self, full_weight: torch.Tensor) -> "VocabParallelEmbedding":
+    def load_full_(self, full_weight: torch.Tensor) -> VocabParallelEmbedding:
         """Copy this rank's rows ``full_weight[start:end]`` from a whole ``(v, d)`` table. Returns ``self``."""
         if tuple(full_weight.shape) != (self.vocab_size, self.d_model):
-            raise ValueError(f"full_weight must have shape (vocab_size, d_model) = {(self.vocab_size, self.d_model)}, "
-                             f"got {tuple(full_weight.shape)}")
-        self.weight.copy_(full_weight[self.start:self.end])
+            raise ValueError(
+                f"full_weight must have shape (vocab_size, d_model) = {(self.vocab_size, self.d_model)}, "
+                f"got {tuple(full_weight.shape)}"
+            )
+        self.weight.copy_(full_weight[self.start : self.end])
         return self
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -120,8 +127,10 @@ class VocabParallelEmbedding(nn.Module):
         return _SumOverRanks.apply(partial, self.group)
 
     def extra_repr(self) -> str:
-        return (f"{self.vocab_size}, {self.d_model}, rows=[{self.start}, {self.end}) on rank {self.rank} of "
-                f"{self.world_size}")
+        return (
+            f"{self.vocab_size}, {self.d_model}, rows=[{self.start}, {self.end}) on rank {self.rank} of "
+            f"{self.world_size}"
+        )
 
 
 class _CopyToRanks(torch.autograd.Function):
@@ -173,8 +182,9 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
         return grad_logits.mul_(grad.unsqueeze(-1)), None, None, None
 
 
-def vocab_parallel_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, vocab_size: int, *, group=None,
-                                 reduction: str = "mean") -> torch.Tensor:
+def vocab_parallel_cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, vocab_size: int, *, group=None, reduction: str = "mean"
+) -> torch.Tensor:
     """Cross-entropy of logits sharded by vocabulary rows across ranks (Megatron-LM's ``vocab_parallel_cross_entropy``).
 
     Args:
@@ -192,8 +202,10 @@ def vocab_parallel_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, vo
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
     start, end = shard_range(vocab_size, rank, world_size)
     if logits.shape[-1] != end - start:
-        raise ValueError(f"logits has {logits.shape[-1]} columns, but rank {rank} of {world_size} holds the "
-                         f"{end - start} vocabulary rows [{start}, {end}) of vocab_size={vocab_size}")
+        raise ValueError(
+            f"logits has {logits.shape[-1]} columns, but rank {rank} of {world_size} holds the "
+            f"{end - start} vocabulary rows [{start}, {end}) of vocab_size={vocab_size}"
+        )
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     check_ids(targets, vocab_size, "targets")
@@ -203,8 +215,9 @@ def vocab_parallel_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, vo
     return loss.mean() if reduction == "mean" else loss.sum()
 
 
-def memory_per_rank(vocab_size: int, d_model: int, world_size: int, itemsize: int = 4,
-                    optimizer: str = "adam") -> dict[str, int]:
+def memory_per_rank(
+    vocab_size: int, d_model: int, world_size: int, itemsize: int = 4, optimizer: str = "adam"
+) -> dict[str, int]:
     """Bytes one rank holds for the embedding table when sharded ``world_size`` ways (the largest shard).
 
     Returns ``weight``, ``grad`` (dense) and ``optimizer`` state (``"adam"``: two moments, ``"sgd"``: none) in
@@ -235,11 +248,18 @@ def _gather_rows(local: torch.Tensor, vocab_size: int, group=None) -> torch.Tens
     pad = [0, 0] * (local.dim() - 1) + [0, most - local.shape[0]]
     padded = [torch.empty(most, *local.shape[1:], dtype=local.dtype, device=local.device) for _ in ranges]
     dist.all_gather(padded, F.pad(local, pad), group=group)
-    return torch.cat([g[:end - start] for g, (start, end) in zip(padded, ranges)])
+    return torch.cat([g[: end - start] for g, (start, end) in zip(padded, ranges, strict=False)])
 
 
-def check_against_unsharded(batch: int = 4, seq: int = 32, vocab_size: int = 1000, d_model: int = 64,
-                            padding_idx: int | None = 0, seed: int = 0, group=None) -> dict:
+def check_against_unsharded(
+    batch: int = 4,
+    seq: int = 32,
+    vocab_size: int = 1000,
+    d_model: int = 64,
+    padding_idx: int | None = 0,
+    seed: int = 0,
+    group=None,
+) -> dict:
     """Compare the sharded embedding and cross-entropy with their one-process versions (call on every rank).
 
     Every rank draws the same table, ids, targets and upstream gradient from ``seed``. Returns, on every rank:
@@ -265,14 +285,20 @@ def check_against_unsharded(batch: int = 4, seq: int = 32, vocab_size: int = 100
     expected = full(ids)
     (expected * upstream).sum().backward()
     gathered = _gather_rows(sharded.weight.grad, vocab_size, group)
-    report = {"output_equal": torch.equal(out, expected), "grad_equal": torch.equal(gathered, full.weight.grad),
-              "max_output_diff": (out - expected).abs().max().item(),
-              "max_grad_diff": (gathered - full.weight.grad).abs().max().item(),
-              "rows_per_rank": [end - start for start, end in
-                                (shard_range(vocab_size, k, world_size) for k in range(world_size))]}
-    hidden, targets = torch.randn(batch * seq, d_model, generator=gen), torch.randint(0, vocab_size, (batch * seq,),
-                                                                                    generator=gen)
-    head = torch.randn(vocab_size, d_model, generator=gen) * d_model ** -0.5
+    report = {
+        "output_equal": torch.equal(out, expected),
+        "grad_equal": torch.equal(gathered, full.weight.grad),
+        "max_output_diff": (out - expected).abs().max().item(),
+        "max_grad_diff": (gathered - full.weight.grad).abs().max().item(),
+        "rows_per_rank": [
+            end - start for start, end in (shard_range(vocab_size, k, world_size) for k in range(world_size))
+        ],
+    }
+    hidden, targets = (
+        torch.randn(batch * seq, d_model, generator=gen),
+        torch.randint(0, vocab_size, (batch * seq,), generator=gen),
+    )
+    head = torch.randn(vocab_size, d_model, generator=gen) * d_model**-0.5
     start, end = shard_range(vocab_size, rank, world_size)
     for dtype in (torch.float64, torch.float32):
         h1, w1 = (t.to(dtype, copy=True).requires_grad_() for t in (hidden, head))
@@ -282,9 +308,12 @@ def check_against_unsharded(batch: int = 4, seq: int = 32, vocab_size: int = 100
         loss2 = vocab_parallel_cross_entropy(copy_to_ranks(h2, group) @ w2.T, targets, vocab_size, group=group)
         loss2.backward()
         name = str(dtype).removeprefix("torch.")
-        report[f"ce_{name}"] = {"loss": loss1.item(), "loss_diff": abs(loss2.item() - loss1.item()),
-                                "hidden_grad_diff": (h2.grad - h1.grad).abs().max().item(),
-                                "head_grad_diff": (_gather_rows(w2.grad, vocab_size, group) - w1.grad).abs().max().item()}
+        report[f"ce_{name}"] = {
+            "loss": loss1.item(),
+            "loss_diff": abs(loss2.item() - loss1.item()),
+            "hidden_grad_diff": (h2.grad - h1.grad).abs().max().item(),
+            "head_grad_diff": (_gather_rows(w2.grad, vocab_size, group) - w1.grad).abs().max().item(),
+        }
     return report
 
 
@@ -299,15 +328,29 @@ def _compare_worker(rank: int, world_size: int, port: int, kwargs: dict, results
         dist.destroy_process_group()
 
 
-def compare_with_unsharded(world_size: int = 2, batch: int = 4, seq: int = 32, vocab_size: int = 1000,
-                           d_model: int = 64, padding_idx: int | None = 0, seed: int = 0) -> dict:
+def compare_with_unsharded(
+    world_size: int = 2,
+    batch: int = 4,
+    seq: int = 32,
+    vocab_size: int = 1000,
+    d_model: int = 64,
+    padding_idx: int | None = 0,
+    seed: int = 0,
+) -> dict:
     """Run :func:`check_against_unsharded` in ``world_size`` local processes (gloo); return rank 0's report."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
-    kwargs = {"batch": batch, "seq": seq, "vocab_size": vocab_size, "d_model": d_model, "padding_idx": padding_idx,
-              "seed": seed}
-    mp.start_processes(_compare_worker, args=(world_size, free_port(), kwargs, results), nprocs=world_size,
-                       start_method="spawn")
+    kwargs = {
+        "batch": batch,
+        "seq": seq,
+        "vocab_size": vocab_size,
+        "d_model": d_model,
+        "padding_idx": padding_idx,
+        "seed": seed,
+    }
+    mp.start_processes(
+        _compare_worker, args=(world_size, free_port(), kwargs, results), nprocs=world_size, start_method="spawn"
+    )
     return results.get()

@@ -23,8 +23,11 @@ def textbook(model, ids, offset=0, dtype=None):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
 def test_one_pass_equals_the_textbook_bit_for_bit(device, gen, position, dtype, mode):
-    model = TransformerEmbedding(500, 48, position=position, dropout=0.0, max_len=40, dtype=dtype,
-                                 padding_idx=0).to(device).eval()
+    model = (
+        TransformerEmbedding(500, 48, position=position, dropout=0.0, max_len=40, dtype=dtype, padding_idx=0)
+        .to(device)
+        .eval()
+    )
     ids = torch.randint(0, 500, (3, 17), generator=gen).to(device)
     ids[0, :3] = 0
     context = torch.no_grad() if mode == "no_grad" else torch.inference_mode()
@@ -131,7 +134,9 @@ def test_cuda_bad_id_fails_on_the_device():
     import subprocess
     import sys
 
-    code = ("import torch\nfrom course_embed.checks import check_ids\n"
-            "check_ids(torch.tensor([1, 100], device='cuda'), 100)\ntorch.cuda.synchronize()\n")
+    code = (
+        "import torch\nfrom course_embed.checks import check_ids\n"
+        "check_ids(torch.tensor([1, 100], device='cuda'), 100)\ntorch.cuda.synchronize()\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode != 0 and "outside the vocabulary" in result.stderr

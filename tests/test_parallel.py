@@ -14,16 +14,19 @@ from course_embed.parallel import VocabParallelEmbedding, memory_per_rank, shard
 def test_shards_are_contiguous_balanced_and_cover_the_vocabulary(vocab_size, world_size):
     ranges = [shard_range(vocab_size, k, world_size) for k in range(world_size)]
     assert ranges[0][0] == 0 and ranges[-1][1] == vocab_size
-    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
     sizes = [end - start for start, end in ranges]
     assert max(sizes) - min(sizes) <= 1 and sorted(sizes, reverse=True) == sizes
 
 
-@pytest.mark.parametrize("args, match", [
-    ((10, 2, 2), r"rank must be in \[0, world_size\)"),
-    ((10, -1, 2), "rank must be"),
-    ((3, 0, 4), "vocab_size=3 is smaller than world_size=4"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((10, 2, 2), r"rank must be in \[0, world_size\)"),
+        ((10, -1, 2), "rank must be"),
+        ((3, 0, 4), "vocab_size=3 is smaller than world_size=4"),
+    ],
+)
 def test_bad_shard_arguments(args, match):
     with pytest.raises(ValueError, match=match):
         shard_range(*args)
@@ -78,8 +81,9 @@ def test_world_of_one_is_the_plain_lookup(single_process_group, gen):
 
 def test_two_processes_equal_the_unsharded_embedding_exactly_and_the_cross_entropy_to_round_off():
     # 1001 rows: shards of 501 and 500; the pad id lives in the second shard, at a non-zero local index
-    report = parallel.compare_with_unsharded(world_size=2, batch=4, seq=32, vocab_size=1001, d_model=16,
-                                             padding_idx=900, seed=3)
+    report = parallel.compare_with_unsharded(
+        world_size=2, batch=4, seq=32, vocab_size=1001, d_model=16, padding_idx=900, seed=3
+    )
     assert report["rows_per_rank"] == [501, 500]
     assert report["output_equal"] and report["max_output_diff"] == 0.0
     assert report["grad_equal"] and report["max_grad_diff"] == 0.0
@@ -113,7 +117,6 @@ def test_vocab_parallel_cross_entropy_in_a_world_of_one(single_process_group, ge
     with pytest.raises(ValueError, match="holds the 30 vocabulary rows"):
         parallel.vocab_parallel_cross_entropy(torch.zeros(2, 29), torch.zeros(2, dtype=torch.long), 30)
     with pytest.raises(ValueError, match="reduction must be"):
-        parallel.vocab_parallel_cross_entropy(torch.zeros(2, 30), torch.zeros(2, dtype=torch.long), 30,
-                                              reduction="avg")
+        parallel.vocab_parallel_cross_entropy(torch.zeros(2, 30), torch.zeros(2, dtype=torch.long), 30, reduction="avg")
     with pytest.raises(ValueError, match="targets contains the id 30"):
         parallel.vocab_parallel_cross_entropy(torch.zeros(2, 30), torch.tensor([0, 30]), 30)

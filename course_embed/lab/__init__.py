@@ -2,6 +2,7 @@
 
 ``token_embedding`` (chapter 1), ``scaling`` (2), ``sinusoidal`` (3), ``fusion`` (4), ``extrapolation`` (5, the
 length-generalisation study), ``optimization``, ``bench`` (the timing harness), ``roofline`` and ``profile_step``
-(6), ``widgets`` (the explorers readers drive). Each function returns numbers or a ``Figure``; the chapters print and show them. The lab
-imports the library (the layers at the top of :mod:`course_embed`), never the other way round.
+(6), ``widgets`` (the explorers readers drive). Each function returns numbers or a ``Figure``; the chapters
+print and show them. The lab imports the library (the layers at the top of :mod:`course_embed`), never the other
+way round.
 """

@@ -14,8 +14,9 @@ a copy is the fastest way to move bytes, so ``copy time / variant time`` says ho
 neighbour slows all of them alike, and reports medians. A ratio of two variants comes with a bootstrap confidence
 interval over the rounds (:meth:`BenchTable.ratio_ci`): the rounds are paired (A and B of round k ran
 back to back), so the interval is of the median of the per-round ratios, resampled. Two copies of the same
-variant give the run's noise floor: the interval of a ratio that is 1 by construction. CPU timings use ``torch.utils.benchmark.Timer`` with an
-explicit thread count; CUDA timings use CUDA events (no host synchronisation inside the timed loop).
+variant give the run's noise floor: the interval of a ratio that is 1 by construction. CPU timings use
+``torch.utils.benchmark.Timer`` with an explicit thread count; CUDA timings use CUDA events (no host
+synchronisation inside the timed loop).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.utils.deterministic
@@ -50,8 +52,11 @@ def embedding_traffic(batch: int, seq: int, d_model: int, itemsize: int) -> dict
     new tensor; add: read it and the position rows, write a third tensor).
     """
     n, pe = batch * seq * d_model, seq * d_model
-    return {"minimum": itemsize * (2 * n + pe), "fused eager": itemsize * (4 * n + pe),
-            "textbook": itemsize * (6 * n + pe)}
+    return {
+        "minimum": itemsize * (2 * n + pe),
+        "fused eager": itemsize * (4 * n + pe),
+        "textbook": itemsize * (6 * n + pe),
+    }
 
 
 def rope_bytes(batch: int, heads: int, seq: int, head_dim: int, itemsize: int) -> int:
@@ -94,8 +99,13 @@ def time_cpu(fn: Callable[[], Any], number: int, threads: int) -> float:
     return timer.timeit(number).mean
 
 
-def time_cuda(fn: Callable[[], Any], number: int, *, event_factory: Callable[[], Any] | None = None,
-              synchronize: Callable[[], None] | None = None) -> float:
+def time_cuda(
+    fn: Callable[[], Any],
+    number: int,
+    *,
+    event_factory: Callable[[], Any] | None = None,
+    synchronize: Callable[[], None] | None = None,
+) -> float:
     """Seconds per call of ``fn`` over ``number`` calls, measured with CUDA events.
 
     The two events are recorded on the stream around the loop, so the host never waits inside it; the end event
@@ -195,15 +205,16 @@ class BenchTable:
         """``copy time / variant time``: 1.0 means as fast as copying the same number of bytes."""
         return self.row(COPY).seconds / self.row(name).seconds
 
-    def ratio_ci(self, slow: str, fast: str, *, level: float = 0.95, resamples: int = 2000,
-                 seed: int = 0) -> tuple[float, float, float]:
+    def ratio_ci(
+        self, slow: str, fast: str, *, level: float = 0.95, resamples: int = 2000, seed: int = 0
+    ) -> tuple[float, float, float]:
         """``time(slow) / time(fast)`` with a bootstrap confidence interval: ``(median, low, high)``.
 
         Round ``k`` of both ran back to back, so the per-round ratios are paired; the interval is the
         ``level`` percentile interval of the median of ``len(rounds)`` ratios resampled with replacement.
         """
         a, b = self.row(slow).rounds, self.row(fast).rounds
-        ratios = torch.tensor([x / y for x, y in zip(a, b)], dtype=torch.float64)
+        ratios = torch.tensor([x / y for x, y in zip(a, b, strict=False)], dtype=torch.float64)
         gen = torch.Generator().manual_seed(seed)
         picks = torch.randint(0, len(ratios), (resamples, len(ratios)), generator=gen)
         medians = ratios[picks].median(dim=1).values  # lower median for even counts, as torch.median does
@@ -215,13 +226,17 @@ class BenchTable:
         """The table as aligned text: variant, median time, GB/s, fraction of copy, speedup over the baseline."""
         width = max(len(r.name) for r in self.rows)
         bandwidth = f"  {'GB/s':>6}  {'of copy':>7}" if self.has_copy else ""
-        lines = [f"{self.title}  [{self.device}, {self.clock}, median of {len(self.rows[0].rounds)} rounds]",
-                 f"{'variant':<{width}}  {'median':>10}  {'IQR':>5}{bandwidth}  {'speedup [95% CI]':>20}"]
+        lines = [
+            f"{self.title}  [{self.device}, {self.clock}, median of {len(self.rows[0].rounds)} rounds]",
+            f"{'variant':<{width}}  {'median':>10}  {'IQR':>5}{bandwidth}  {'speedup [95% CI]':>20}",
+        ]
         for r in self.rows:
             mid, low, high = self.ratio_ci(self.baseline, r.name)
             bandwidth = f"  {r.gbps:6.1f}  {self.of_copy(r.name):7.0%}" if self.has_copy else ""
-            lines.append(f"{r.name:<{width}}  {_fmt_time(r.seconds):>10}  {r.spread:5.0%}{bandwidth}  "
-                         f"{mid:6.2f}x [{low:4.2f}, {high:4.2f}]")
+            lines.append(
+                f"{r.name:<{width}}  {_fmt_time(r.seconds):>10}  {r.spread:5.0%}{bandwidth}  "
+                f"{mid:6.2f}x [{low:4.2f}, {high:4.2f}]"
+            )
         return "\n".join(lines)
 
 
@@ -232,9 +247,19 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def compare(variants: dict[str, Callable[[], Any]], nbytes: int | None, *, baseline: str, device=None,
-            dtype: torch.dtype = torch.float32, threads: int = 2, rounds: int = 7, block_seconds: float = 0.02,
-            title: str = "", variant_bytes: dict[str, int] | None = None) -> BenchTable:
+def compare(
+    variants: dict[str, Callable[[], Any]],
+    nbytes: int | None,
+    *,
+    baseline: str,
+    device=None,
+    dtype: torch.dtype = torch.float32,
+    threads: int = 2,
+    rounds: int = 7,
+    block_seconds: float = 0.02,
+    title: str = "",
+    variant_bytes: dict[str, int] | None = None,
+) -> BenchTable:
     """Time ``variants`` side by side with a copy of ``nbytes``; return medians, GB/s, fraction of copy, speed-ups.
 
     Args:
@@ -259,18 +284,17 @@ def compare(variants: dict[str, Callable[[], Any]], nbytes: int | None, *, basel
     is a debugging aid, not part of the computation.
     """
     if baseline not in variants:
-        raise ValueError(f"baseline={baseline!r} is not one of the variants {list(variants)}; name the textbook "
-                         f"version you want speedups against")
+        raise ValueError(
+            f"baseline={baseline!r} is not one of the variants {list(variants)}; name the textbook "
+            f"version you want speedups against"
+        )
     if COPY in variants:
         raise ValueError(f"{COPY!r} is reserved for the reference copy; rename that variant")
     if rounds < 1 or threads < 1:
         raise ValueError(f"rounds and threads must be >= 1, got rounds={rounds}, threads={threads}")
     device = torch.device(device) if device is not None else torch.device("cpu")
     fns = dict(variants) | ({COPY: make_copy(nbytes, device, dtype)} if nbytes is not None else {})
-    if device.type == "cuda":
-        clock = time_cuda
-    else:
-        clock = functools.partial(time_cpu, threads=threads)
+    clock = time_cuda if device.type == "cuda" else functools.partial(time_cpu, threads=threads)
     numbers, times = {}, {name: [] for name in fns}
     fill = torch.utils.deterministic.fill_uninitialized_memory
     torch.utils.deterministic.fill_uninitialized_memory = False
@@ -285,6 +309,6 @@ def compare(variants: dict[str, Callable[[], Any]], nbytes: int | None, *, basel
         torch.utils.deterministic.fill_uninitialized_memory = fill
     own = variant_bytes or {}
     rows = tuple(Row(name, statistics.median(ts), tuple(ts), own.get(name, nbytes or 0)) for name, ts in times.items())
-    return BenchTable(title, rows, baseline, "CUDA events" if device.type == "cuda" else f"{threads} threads",
-                      device.type)
-
+    return BenchTable(
+        title, rows, baseline, "CUDA events" if device.type == "cuda" else f"{threads} threads", device.type
+    )

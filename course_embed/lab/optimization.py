@@ -74,19 +74,26 @@ def checkpoint_report(embedding: torch.nn.Module, ids: torch.Tensor) -> dict:
 
     from torch.utils.checkpoint import checkpoint
 
-
-    report = {"output_bytes": bench.tensor_bytes(embedding(ids)),
-              "saved_bytes": bench.saved_tensor_bytes(lambda: embedding(ids))}
-    for mode, kwargs in (("default", {}), ("reentrant", {"use_reentrant": True}),
-                         ("non-reentrant", {"use_reentrant": False})):
+    report = {
+        "output_bytes": bench.tensor_bytes(embedding(ids)),
+        "saved_bytes": bench.saved_tensor_bytes(lambda: embedding(ids)),
+    }
+    for mode, kwargs in (
+        ("default", {}),
+        ("reentrant", {"use_reentrant": True}),
+        ("non-reentrant", {"use_reentrant": False}),
+    ):
         embedding.zero_grad(set_to_none=True)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out = checkpoint(embedding, ids, **kwargs)
             if out.requires_grad:
                 out.sum().backward()
-        report[mode] = {"requires_grad": out.requires_grad, "weight_grad": embedding.weight.grad is not None,
-                        "warnings": sorted({str(w.message) for w in caught})}
+        report[mode] = {
+            "requires_grad": out.requires_grad,
+            "weight_grad": embedding.weight.grad is not None,
+            "warnings": sorted({str(w.message) for w in caught}),
+        }
     embedding.zero_grad(set_to_none=True)
     return report
 
@@ -111,8 +118,11 @@ def embedding_bag_report(weight: torch.Tensor, ids: torch.Tensor) -> dict:
     """
     bag = torch.nn.functional.embedding_bag(ids, weight, mode="mean")  # (b, d)
     lookup = torch.nn.functional.embedding(ids, weight)  # (b, s, d)
-    return {"bag_shape": tuple(bag.shape), "lookup_shape": tuple(lookup.shape),
-            "max_diff_to_mean": max_abs_difference(bag, lookup.mean(1))}
+    return {
+        "bag_shape": tuple(bag.shape),
+        "lookup_shape": tuple(lookup.shape),
+        "max_diff_to_mean": max_abs_difference(bag, lookup.mean(1)),
+    }
 
 
 def speedup_plot(tables, *, baseline_label: str | None = None):
@@ -127,12 +137,22 @@ def speedup_plot(tables, *, baseline_label: str | None = None):
         xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(tables))]
         cis = [t.ratio_ci(t.baseline, name) for t in tables]
         mids = [c[0] for c in cis]
-        errors = [[m - c[1] for m, c in zip(mids, cis)], [c[2] - m for m, c in zip(mids, cis)]]
+        errors = [
+            [m - c[1] for m, c in zip(mids, cis, strict=False)],
+            [c[2] - m for m, c in zip(mids, cis, strict=False)],
+        ]
         bars = ax.bar(xs, mids, width, yerr=errors, capsize=3, label=name)
         ax.bar_label(bars, fmt="%.2fx", fontsize=7, padding=6)
     for i, t in enumerate(tables):
-        ax.hlines(t.ratio_ci(t.baseline, "copy")[0], i - 0.45, i + 0.45, color="k", ls="--", lw=1,
-                  label="same-size copy" if i == 0 else None)
+        ax.hlines(
+            t.ratio_ci(t.baseline, "copy")[0],
+            i - 0.45,
+            i + 0.45,
+            color="k",
+            ls="--",
+            lw=1,
+            label="same-size copy" if i == 0 else None,
+        )
     ax.axhline(1, color="grey", lw=0.8)
     ax.set_ylabel(f"speed-up over {baseline_label or tables[0].baseline}")
     ax.set_xticks(range(len(tables)), [t.title for t in tables], fontsize=8)

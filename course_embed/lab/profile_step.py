@@ -19,8 +19,16 @@ from ..fusion import TransformerEmbedding
 from ..token import tie_weights
 
 #: the phases of :func:`profile_step`, in order
-PHASES = ("input layer fwd", "blocks fwd", "head + loss fwd", "input layer bwd", "head + loss bwd", "blocks bwd",
-          "optimizer: table", "optimizer: rest")
+PHASES = (
+    "input layer fwd",
+    "blocks fwd",
+    "head + loss fwd",
+    "input layer bwd",
+    "head + loss bwd",
+    "blocks bwd",
+    "optimizer: table",
+    "optimizer: rest",
+)
 
 
 class TinyGPT(nn.Module):
@@ -30,13 +38,15 @@ class TinyGPT(nn.Module):
     Shapes: ``forward(ids, targets)``: ids ``(b, s)``, targets ``(b, s)`` -> the mean cross-entropy (a scalar).
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 64, layers: int = 2, heads: int = 4, max_len: int = 128,
-                 tied: bool = True):
+    def __init__(
+        self, vocab_size: int, d_model: int = 64, layers: int = 2, heads: int = 4, max_len: int = 128, tied: bool = True
+    ):
         super().__init__()
         self.embed = TransformerEmbedding(vocab_size, d_model, dropout=0.0, max_len=max_len)
         self.blocks = nn.ModuleList(
             nn.TransformerEncoderLayer(d_model, heads, 4 * d_model, dropout=0.0, batch_first=True, norm_first=True)
-            for _ in range(layers))
+            for _ in range(layers)
+        )
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         if tied:
@@ -59,7 +69,7 @@ def _backward_phase(name: str) -> str | None:
     prefix = "autograd::engine::evaluate_function: "
     if not name.startswith(prefix):
         return None
-    node = name[len(prefix):]
+    node = name[len(prefix) :]
     if node.startswith(("_LookupAddBackward", "EmbeddingBackward")):
         return "input layer bwd"
     # the head is the model's only linear layer without a bias (mm, not addmm); then the loss and the final norm
@@ -113,9 +123,9 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
         lse = torch.empty(n, dtype=hidden.dtype, device=hidden.device)  # log-sum-exp of each row's logits
         picked = torch.empty(n, dtype=hidden.dtype, device=hidden.device)  # each row's target logit
         for i in range(0, n, chunk):
-            logits = hidden[i:i + chunk] @ weight.T  # (c, v), freed after this iteration
-            lse[i:i + chunk] = torch.logsumexp(logits, dim=-1)
-            picked[i:i + chunk] = logits.gather(-1, targets[i:i + chunk, None]).squeeze(-1)
+            logits = hidden[i : i + chunk] @ weight.T  # (c, v), freed after this iteration
+            lse[i : i + chunk] = torch.logsumexp(logits, dim=-1)
+            picked[i : i + chunk] = logits.gather(-1, targets[i : i + chunk, None]).squeeze(-1)
         ctx.save_for_backward(hidden, weight, targets, lse)
         ctx.chunk = chunk
         return (lse - picked).mean()
@@ -126,18 +136,19 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
         n, chunk = hidden.shape[0], ctx.chunk
         grad_hidden, grad_weight = torch.empty_like(hidden), torch.zeros_like(weight)
         for i in range(0, n, chunk):
-            h = hidden[i:i + chunk]
-            probs = (h @ weight.T).sub_(lse[i:i + chunk, None]).exp_()  # (c, v) softmax, recomputed
+            h = hidden[i : i + chunk]
+            probs = (h @ weight.T).sub_(lse[i : i + chunk, None]).exp_()  # (c, v) softmax, recomputed
             rows = torch.arange(h.shape[0], device=h.device)
-            probs[rows, targets[i:i + chunk]] -= 1.0
+            probs[rows, targets[i : i + chunk]] -= 1.0
             probs.mul_(grad / n)
-            grad_hidden[i:i + chunk] = probs @ weight
+            grad_hidden[i : i + chunk] = probs @ weight
             grad_weight.addmm_(probs.T, h)
         return grad_hidden, grad_weight, None, None
 
 
-def chunked_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                          chunk: int = 256) -> torch.Tensor:
+def chunked_cross_entropy(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int = 256
+) -> torch.Tensor:
     """``F.cross_entropy(hidden @ weight.T, targets)`` without materialising the ``(n, v)`` logits.
 
     hidden ``(n, d)``, weight ``(v, d)``, targets ``(n,)`` -> the mean loss. Peak extra memory is one ``(c, v)``
@@ -150,8 +161,21 @@ def chunked_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: t
 
 
 class _Mallinfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 class PeakMemory(TorchDispatchMode):
@@ -166,7 +190,9 @@ class PeakMemory(TorchDispatchMode):
         super().__init__()
         libc = ctypes.CDLL(ctypes.util.find_library("c"))
         if not hasattr(libc, "mallinfo2"):
-            raise RuntimeError("PeakMemory needs glibc >= 2.33 (mallinfo2); on CUDA use torch.cuda.max_memory_allocated")
+            raise RuntimeError(
+                "PeakMemory needs glibc >= 2.33 (mallinfo2); on CUDA use torch.cuda.max_memory_allocated"
+            )
         libc.mallinfo2.restype = _Mallinfo2
         self._info = libc.mallinfo2
         self.base = self._used()

@@ -54,7 +54,7 @@ def roofline_figure(sweep: list[tuple[int, float]], peak_gflops: float, points: 
         points: name -> (bytes the variant must move, achieved GB/s on those bytes, FLOP per byte).
     """
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    sizes, rates = zip(*sweep)
+    sizes, rates = zip(*sweep, strict=False)
     left.plot([s / 2**20 for s in sizes], rates, "k-o", ms=3, label="copy (measured)")
     markers = "sD^vP*X"
     for k, (name, (nbytes, gbps, _)) in enumerate(points.items()):
@@ -77,8 +77,9 @@ def roofline_figure(sweep: list[tuple[int, float]], peak_gflops: float, points: 
     right.set_yscale("log")
     right.set_xlabel("arithmetic intensity (FLOP per byte)")
     right.set_ylabel("GFLOP/s")
-    right.set_title(f"Roofline: matmul roof {peak_gflops:.0f} GFLOP/s, ridge at "
-                    f"{peak_gflops / slow:.0f} FLOP/byte", fontsize=10)
+    right.set_title(
+        f"Roofline: matmul roof {peak_gflops:.0f} GFLOP/s, ridge at {peak_gflops / slow:.0f} FLOP/byte", fontsize=10
+    )
     right.legend(fontsize=7, loc="lower right")
     right.grid(True, which="major", alpha=0.3)
     fig.tight_layout()

@@ -109,9 +109,15 @@ def test_table_ratios_and_format():
 
 def test_compare_times_every_variant_and_the_copy(device):
     x = torch.randn(256, 64, device=device)
-    result = bench.compare({"slow": lambda: (x * 2.0) + 1.0, "fast": lambda: torch.add(x, x)},
-                           bench.embedding_bytes(4, 64, 64, 4), baseline="slow", device=device, rounds=3,
-                           block_seconds=1e-3, title="demo")
+    result = bench.compare(
+        {"slow": lambda: (x * 2.0) + 1.0, "fast": lambda: torch.add(x, x)},
+        bench.embedding_bytes(4, 64, 64, 4),
+        baseline="slow",
+        device=device,
+        rounds=3,
+        block_seconds=1e-3,
+        title="demo",
+    )
     assert [r.name for r in result.rows] == ["slow", "fast", "copy"]
     for r in result.rows:
         assert len(r.rounds) == 3 and r.seconds == sorted(r.rounds)[1] and r.seconds > 0
@@ -122,8 +128,13 @@ def test_compare_times_every_variant_and_the_copy(device):
 def test_compare_times_without_nan_filling_and_restores_it():
     seen = []
     flag = torch.utils.deterministic.fill_uninitialized_memory
-    bench.compare({"a": lambda: seen.append(torch.utils.deterministic.fill_uninitialized_memory)}, 8, baseline="a",
-                  rounds=1, block_seconds=1e-4)
+    bench.compare(
+        {"a": lambda: seen.append(torch.utils.deterministic.fill_uninitialized_memory)},
+        8,
+        baseline="a",
+        rounds=1,
+        block_seconds=1e-4,
+    )
     assert seen and not any(seen)
     assert torch.utils.deterministic.fill_uninitialized_memory == flag
 
@@ -134,11 +145,14 @@ def test_make_copy_moves_the_requested_bytes():
     assert out.numel() * 4 * 2 == 4000 and torch.all(out == 1)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(baseline="nope"), "baseline='nope' is not one of the variants"),
-    (dict(baseline="copy", variants={"copy": lambda: None}), "reserved"),
-    (dict(baseline="a", rounds=0), "rounds and threads must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(baseline="nope"), "baseline='nope' is not one of the variants"),
+        (dict(baseline="copy", variants={"copy": lambda: None}), "reserved"),
+        (dict(baseline="a", rounds=0), "rounds and threads must be >= 1"),
+    ],
+)
 def test_compare_rejects_bad_arguments(kwargs, match):
     args = dict(variants={"a": lambda: None}, nbytes=8) | kwargs
     with pytest.raises(ValueError, match=match):
@@ -146,8 +160,11 @@ def test_compare_rejects_bad_arguments(kwargs, match):
 
 
 def test_ratio_ci_is_a_bootstrap_of_the_paired_round_ratios():
-    rows = (bench.Row("a", 2.0, (2.0, 2.0, 2.0, 2.0, 2.0), 1), bench.Row("b", 1.0, (1.0, 1.0, 1.0, 1.0, 1.0), 1),
-            bench.Row("c", 1.0, (1.0, 0.5, 2.0, 1.0, 1.0), 1))
+    rows = (
+        bench.Row("a", 2.0, (2.0, 2.0, 2.0, 2.0, 2.0), 1),
+        bench.Row("b", 1.0, (1.0, 1.0, 1.0, 1.0, 1.0), 1),
+        bench.Row("c", 1.0, (1.0, 0.5, 2.0, 1.0, 1.0), 1),
+    )
     t = bench.BenchTable("t", rows, "a", "", "cpu")
     assert t.ratio_ci("a", "b") == (2.0, 2.0, 2.0)  # no spread, no interval
     mid, low, high = t.ratio_ci("a", "c", resamples=4000)
@@ -164,8 +181,14 @@ def test_spread_is_the_interquartile_range_over_the_median():
 
 
 def test_variant_bytes_set_each_rows_own_bandwidth():
-    result = bench.compare({"a": lambda: None, "b": lambda: None}, 1000, baseline="a", rounds=1,
-                           block_seconds=1e-4, variant_bytes={"b": 500})
+    result = bench.compare(
+        {"a": lambda: None, "b": lambda: None},
+        1000,
+        baseline="a",
+        rounds=1,
+        block_seconds=1e-4,
+        variant_bytes={"b": 500},
+    )
     assert [r.nbytes for r in result.rows] == [1000, 500, 1000]
 
 

@@ -24,9 +24,9 @@ def test_relative_error_against_hand_computed_values():
 def test_bfloat16_rounding_is_within_half_an_ulp(gen):
     w = torch.randn(1000, 64, generator=gen)
     rel = ((w.bfloat16().double() - w.double()).abs() / w.double().abs()).max().item()
-    assert rel <= 2.0 ** -8  # 8 significant bits, round to nearest: half of the spacing 2**-7 relative to 1
+    assert rel <= 2.0**-8  # 8 significant bits, round to nearest: half of the spacing 2**-7 relative to 1
     err = optimization.relative_error(w.bfloat16(), w)
-    assert 2.0 ** -12 < err["rms"] < 2.0 ** -8
+    assert 2.0**-12 < err["rms"] < 2.0**-8
 
 
 def test_lost_updates_follow_the_spacing_of_the_dtype():
@@ -81,8 +81,11 @@ def table(name_seconds, baseline="textbook"):
 
 
 def test_speedup_plot_shows_each_variant_with_its_interval_and_the_copy():
-    rows = (bench.Row("textbook", 4e-3, (4e-3, 4e-3, 4e-3), 1000), bench.Row("package", 1e-3, (1e-3, 1e-3, 2e-3), 1000),
-            bench.Row("copy", 5e-4, (5e-4,) * 3, 1000))
+    rows = (
+        bench.Row("textbook", 4e-3, (4e-3, 4e-3, 4e-3), 1000),
+        bench.Row("package", 1e-3, (1e-3, 1e-3, 2e-3), 1000),
+        bench.Row("copy", 5e-4, (5e-4,) * 3, 1000),
+    )
     t = bench.BenchTable("shape", rows, "textbook", "1 threads", "cpu")
     fig = optimization.speedup_plot([t, t])
     ax = fig.axes[0]

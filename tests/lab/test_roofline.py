@@ -23,7 +23,10 @@ def test_figure_places_each_variant():
     fig = roofline.roofline_figure(sweep, 100.0, {"a": (1 << 24, 5.0, 0.25), "b": (1 << 24, 8.0, 0.25)})
     left, right = fig.axes
     assert left.get_ylabel() == "bandwidth (GB/s)" and right.get_xlabel() == "arithmetic intensity (FLOP per byte)"
-    points = {line.get_label(): (line.get_xdata()[0], line.get_ydata()[0]) for line in right.get_lines()
-              if line.get_label() in ("a", "b")}
+    points = {
+        line.get_label(): (line.get_xdata()[0], line.get_ydata()[0])
+        for line in right.get_lines()
+        if line.get_label() in ("a", "b")
+    }
     assert points == {"a": (0.25, 1.25), "b": (0.25, 2.0)}  # GFLOP/s = GB/s * FLOP/byte
     assert "ridge at 10 FLOP/byte" in right.get_title()  # 100 GFLOP/s over the largest size's 10 GB/s
