@@ -1,10 +1,12 @@
 """RoPE and ALiBi, the package's versions against the textbook ones, side by side.
 
-    python benchmarks/attention_positions.py [--device cpu] [--threads 2] [--rounds 11]
+    python benchmarks/attention_positions.py [--device cpu] [--threads 1] [--rounds 11] [--no-compile]
 
-RoPE on q of shape (b, h, s, h_d) = (8, 12, 1024, 64), float32, forward:
+RoPE on q of shape (b, h, s, h_d) = (8, 12, 1024, 64), forward, in float32 and in bfloat16:
   rotate_half   q * cos + rotate_half(q) * sin with (s, h_d) tables (the GPT-NeoX / Hugging Face formulation)
-  package       RotaryEmbedding(64).rotate(q): interleaved pairs as one complex multiplication
+  compiled_half torch.compile of that expression (one fused loop), unless --no-compile
+  package       RotaryEmbedding(64).rotate(q): interleaved pairs as one complex multiplication (float32/64 only;
+                bfloat16 falls back to elementwise pair arithmetic)
   package_half  RotaryEmbedding(64, layout="half").rotate(q): the rotate_half layout, in-place multiply-adds
   copy          a copy moving the minimum bytes itemsize * (2 b h s h_d + 2 s h_d)
 
@@ -28,24 +30,43 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rope_table(device: str, threads: int, rounds: int) -> str:
+def rope_table(device: str, threads: int, rounds: int, dtype: torch.dtype, compiled_too: bool) -> str:
     b, h, s, hd = 8, 12, 1024, 64
     gen = torch.Generator().manual_seed(0)
-    q = torch.randn(b, h, s, hd, generator=gen).to(device)
+    q = torch.randn(b, h, s, hd, generator=gen).to(device=device, dtype=dtype)
     rope, rope_half = ce.RotaryEmbedding(hd), ce.RotaryEmbedding(hd, layout="half")
     angles = torch.arange(s, dtype=torch.float64)[:, None] * ce.rope_frequencies(hd)  # (s, h_d/2)
     angles = torch.cat((angles, angles), dim=-1)  # (s, h_d), the rotate_half layout's tables
-    cos, sin = angles.cos().float().to(device), angles.sin().float().to(device)
+    cos, sin = angles.cos().to(device=device, dtype=dtype), angles.sin().to(device=device, dtype=dtype)
+
+    def textbook(q):
+        return q * cos + rotate_half(q) * sin
+
+    variants = {
+        "rotate_half": lambda: textbook(q),
+        "package": lambda: rope.rotate(q),
+        "package_half": lambda: rope_half.rotate(q),
+    }
+    if compiled_too:
+        compiled = torch.compile(textbook, dynamic=False)
+        variants["compiled_half"] = lambda: compiled(q)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
     with torch.no_grad():
-        torch.testing.assert_close(rope_half.rotate(q), q * cos + rotate_half(q) * sin, rtol=1e-5, atol=1e-5)
-        table = bench.compare({
-            "rotate_half": lambda: q * cos + rotate_half(q) * sin,
-            "package": lambda: rope.rotate(q),
-            "package_half": lambda: rope_half.rotate(q),
-        }, bench.rope_bytes(b, h, s, hd, 4), baseline="rotate_half", device=device, threads=threads, rounds=rounds,
-            title=f"RoPE on q (b, h, s, h_d) = ({b}, {h}, {s}, {hd})")
-    return table.format() + (f"\npackage: {table.speedup('package'):.2f}x rotate_half (goal >= 6), "
-                             f"{table.of_copy('package'):.0%} of copy (goal >= 75%)\n")
+        for name in ("package_half", "compiled_half"):
+            if name in variants:  # also compiles, before any timing
+                torch.testing.assert_close(variants[name](), textbook(q), rtol=tol, atol=tol)
+        table = bench.compare(
+            variants,
+            bench.rope_bytes(b, h, s, hd, q.element_size()),
+            baseline="rotate_half",
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            rounds=rounds,
+            title=f"RoPE on q (b, h, s, h_d) = ({b}, {h}, {s}, {hd}), {dtype}",
+        )
+    parts = [f"{name} {table.ratio_ci('rotate_half', name)[0]:.2f}x" for name in variants if name != "rotate_half"]
+    return table.format() + f"\nagainst rotate_half ({dtype}): " + ", ".join(parts) + "\n"
 
 
 def alibi_tables(device: str, threads: int, rounds: int) -> str:
@@ -60,26 +81,54 @@ def alibi_tables(device: str, threads: int, rounds: int) -> str:
         k = torch.softmax((scores + key_only).masked_fill(~causal, float("-inf")), -1)
         torch.testing.assert_close(a, k, rtol=1e-4, atol=1e-4)  # large key-only biases round scores more
         nbytes = 4 * 2 * scores.numel()  # read the scores, write the biased scores; the bias itself is extra
-        apply = bench.compare({"materialised": lambda: scores + full, "key_only": lambda: scores + key_only},
-                              nbytes, baseline="materialised", device=device, threads=threads, rounds=rounds,
-                              title=f"ALiBi apply: scores (b, h, s, s) = ({b}, {h}, {s}, {s}) + bias")
-        build = bench.compare({
-            "materialised": lambda: scores + ce.alibi_bias(slopes, s, query_len=s),
-            "key_only": lambda: scores + ce.alibi_bias(slopes, s),
-        }, nbytes, baseline="materialised", device=device, threads=threads, rounds=rounds,
-            title="ALiBi build + apply")
-    memory = (f"bias memory: materialised (h, s, s) {bench.tensor_bytes(full) / 2**20:.1f} MiB, key-only (h, 1, s) "
-              f"{bench.tensor_bytes(key_only) / 2**10:.1f} KiB ({bench.tensor_bytes(full) // bench.tensor_bytes(key_only)}x "
-              f"less)")
-    return "\n".join([apply.format(), f"key-only: {apply.speedup('key_only'):.2f}x on apply", "", build.format(),
-                      f"key-only: {build.speedup('key_only'):.2f}x on build + apply", memory, ""])
+        apply = bench.compare(
+            {"materialised": lambda: scores + full, "key_only": lambda: scores + key_only},
+            nbytes,
+            baseline="materialised",
+            device=device,
+            threads=threads,
+            rounds=rounds,
+            title=f"ALiBi apply: scores (b, h, s, s) = ({b}, {h}, {s}, {s}) + bias",
+        )
+        build = bench.compare(
+            {
+                "materialised": lambda: scores + ce.alibi_bias(slopes, s, query_len=s),
+                "key_only": lambda: scores + ce.alibi_bias(slopes, s),
+            },
+            nbytes,
+            baseline="materialised",
+            device=device,
+            threads=threads,
+            rounds=rounds,
+            title="ALiBi build + apply",
+        )
+    memory = (
+        f"bias memory: materialised (h, s, s) {bench.tensor_bytes(full) / 2**20:.1f} MiB, key-only (h, 1, s) "
+        f"{bench.tensor_bytes(key_only) / 2**10:.1f} KiB ({bench.tensor_bytes(full) // bench.tensor_bytes(key_only)}x "
+        f"less)"
+    )
+    return "\n".join(
+        [
+            apply.format(),
+            f"key-only: {apply.speedup('key_only'):.2f}x on apply",
+            "",
+            build.format(),
+            f"key-only: {build.speedup('key_only'):.2f}x on build + apply",
+            memory,
+            "",
+        ]
+    )
 
 
 def main() -> None:
-    args = parse(__doc__.splitlines()[0])
+    args = parse(
+        __doc__.splitlines()[0],
+        extra=[("--no-compile", {"action": "store_true", "help": "skip torch.compile (no C++ compiler)"})],
+    )
     print(machine())
     for device in args.device:
-        print(rope_table(device, args.threads, args.rounds), flush=True)
+        for dtype in (torch.float32, torch.bfloat16):
+            print(rope_table(device, args.threads, args.rounds, dtype, not args.no_compile), flush=True)
         print(alibi_tables(device, args.threads, args.rounds), flush=True)
 
 

@@ -9,21 +9,36 @@ import sys
 
 import torch
 
-
 #: glibc settings that keep freed memory in the process (no mmap for big blocks, no trimming), as PyTorch's CUDA
 #: caching allocator does on a GPU: big CPU allocations then stop costing page faults.
 KEEP_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
 
 
-def parse(description: str) -> argparse.Namespace:
-    """``--device`` (default: cpu, and cuda when present), ``--threads`` (2), ``--rounds`` (11), ``--keep-memory``."""
+def parse(description: str, extra=()) -> argparse.Namespace:
+    """``--device`` (default: cpu, and cuda when present), ``--threads`` (1), ``--rounds`` (11), ``--keep-memory``,
+    and the script's own ``extra`` options, ``[(flag, add_argument keywords)]``."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--device", action="append", choices=["cpu", "cuda"],
-                        help="device to run on (repeatable); default: cpu, and cuda when available")
-    parser.add_argument("--threads", type=int, default=2, help="intra-op CPU threads (default 2)")
+    for flag, kwargs in extra:
+        parser.add_argument(flag, **kwargs)
+    parser.add_argument(
+        "--device",
+        action="append",
+        choices=["cpu", "cuda"],
+        help="device to run on (repeatable); default: cpu, and cuda when available",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op CPU threads (default 1: on a shared machine a second thread stalls at every "
+        "parallel region whenever another job holds a core)",
+    )
     parser.add_argument("--rounds", type=int, default=11, help="interleaved timing rounds; medians are reported")
-    parser.add_argument("--keep-memory", action="store_true",
-                        help="restart with glibc keeping freed memory, so fresh outputs cost no page faults")
+    parser.add_argument(
+        "--keep-memory",
+        action="store_true",
+        help="restart with glibc keeping freed memory, so fresh outputs cost no page faults",
+    )
     args = parser.parse_args()
     if args.keep_memory and any(os.environ.get(k) != v for k, v in KEEP_MEMORY.items()):
         os.execve(sys.executable, [sys.executable, *sys.argv], os.environ | KEEP_MEMORY)  # tunables act at start-up
@@ -42,7 +57,12 @@ def machine() -> str:
         pass
     gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
     load = ", load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()) if hasattr(os, "getloadavg") else ""
-    memory = "glibc keeps freed memory" if all(os.environ.get(k) == v for k, v in KEEP_MEMORY.items()) else \
-        "default glibc allocator"
-    return (f"{cpu} ({os.cpu_count()} logical CPUs){gpu}; torch {torch.__version__}, "
-            f"{torch.get_num_threads()} threads, {memory}{load}")
+    memory = (
+        "glibc keeps freed memory"
+        if all(os.environ.get(k) == v for k, v in KEEP_MEMORY.items())
+        else "default glibc allocator"
+    )
+    return (
+        f"{cpu} ({os.cpu_count()} logical CPUs){gpu}; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {memory}{load}"
+    )

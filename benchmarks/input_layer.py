@@ -1,13 +1,17 @@
 """Embedding x sqrt(d) + sinusoidal positions: the textbook version against the package's paths, side by side.
 
-    python benchmarks/input_layer.py [--device cpu] [--threads 2] [--rounds 11]
+    python benchmarks/input_layer.py [--device cpu] [--threads 1] [--rounds 11] [--no-compile]
 
-Variants (forward, no autograd graph, float32):
-  textbook   emb(ids) * math.sqrt(d) + pe[:s], nn.Embedding and a precomputed table (three passes, three buffers)
-  gather     F.embedding(ids, W) alone: the bare lookup, a floor for any eager version
-  package    TransformerEmbedding (default eager path: id check, gather, one in-place add with the scale folded in)
-  compiled   TransformerEmbedding(compile=True): torch.compile of the same computation, one fused loop
-  copy       a copy moving the same minimum bytes, itemsize * (2 b s d + s d)
+Variants (forward under torch.inference_mode(), float32):
+  textbook    emb(ids) * math.sqrt(d) + pe[:s], nn.Embedding and a precomputed table (three passes, three buffers)
+  textbook'   the same callable again: its ratio to textbook is the run's noise floor (1 by construction)
+  gather      F.embedding(ids, W) alone: the bare lookup (its GB/s counts its own bytes, 4 * 2 b s d)
+  package     TransformerEmbedding, default eager path: id check, one embedding_bag over the table's rows and the
+              position rows stored after them (one pass)
+  two-pass    the package's training path without autograd: gather, then one in-place add with the scale folded in
+  compiled    TransformerEmbedding(compile=True): torch.compile of the textbook computation, one fused loop
+  copy        a copy moving the same minimum bytes, itemsize * (2 b s d + s d)
+Speed-ups are ratios of medians with a 95% bootstrap interval over the paired rounds.
 """
 
 from __future__ import annotations
@@ -19,53 +23,92 @@ import torch.nn.functional as F
 from torch import nn
 
 import course_embed as ce
-from course_embed.lab import bench
 from course_embed.checks import check_ids
+from course_embed.lab import bench
+from course_embed.token import _lookup_add
 
 from common import machine, parse
 
 SHAPES = [(32, 128, 512, 10_000), (8, 512, 768, 32_000), (1, 4096, 1024, 50_000)]
 
 
-def tables(device: str, threads: int, rounds: int) -> list[str]:
-    out = []
-    for b, s, d, v in SHAPES:
-        gen = torch.Generator().manual_seed(0)
-        package = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device).eval()
+def tables(device: str, threads: int, rounds: int, compiled_too: bool) -> list[str]:
+    return [one_shape(b, s, d, v, device, threads, rounds, compiled_too) for b, s, d, v in SHAPES]
+
+
+def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds: int, compiled_too: bool) -> str:
+    gen = torch.Generator().manual_seed(0)
+    package = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device).eval()
+    emb = nn.Embedding(v, d, device=device)
+    with torch.no_grad():
+        emb.weight.copy_(package.token.weight)
+    pe = ce.sinusoidal_table(s, d, device=device)
+    ids = torch.randint(0, v, (b, s), generator=gen).to(device)
+    pe_rows = package.positions.encoding(s, 0, device=device)
+    variants = {
+        "textbook": lambda: emb(ids) * math.sqrt(d) + pe[:s],
+        "textbook'": lambda: emb(ids) * math.sqrt(d) + pe[:s],
+        "gather": lambda: F.embedding(ids, emb.weight),
+        "package": lambda: package(ids),
+        "two-pass": lambda: _lookup_add(ids, package.token.weight, pe_rows, math.sqrt(d), None),
+    }
+    if compiled_too:
         compiled = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device, compile=True).eval()
         compiled.load_state_dict(package.state_dict())
-        emb = nn.Embedding(v, d, device=device)
-        with torch.no_grad():
-            emb.weight.copy_(package.token.weight)
-        pe = ce.sinusoidal_table(s, d, device=device)
-        ids = torch.randint(0, v, (b, s), generator=gen).to(device)
-        with torch.no_grad():
-            expected = emb(ids) * math.sqrt(d) + pe[:s]
-            for model in (package, compiled):  # also compiles, before any timing
-                torch.testing.assert_close(model(ids), expected, rtol=1e-6, atol=1e-5)
-            table = bench.compare({
-                "textbook": lambda: emb(ids) * math.sqrt(d) + pe[:s],
-                "gather": lambda: F.embedding(ids, emb.weight),
-                "package": lambda: package(ids),
-                "compiled": lambda: compiled(ids),
-            }, bench.embedding_bytes(b, s, d, 4), baseline="textbook", device=device, threads=threads, rounds=rounds,
-                title=f"embedding x sqrt(d) + sinusoidal, (b, s, d) = ({b}, {s}, {d}), V = {v}")
-            check = bench.compare({"check_ids": lambda: check_ids(ids, v), "package": lambda: package(ids)},
-                                  bench.embedding_bytes(b, s, d, 4), baseline="package", device=device,
-                                  threads=threads, rounds=rounds)
-        eager, gather = table.row("package").seconds, table.row("gather").seconds
-        out.append(table.format() + "\n" + (
-            f"package eager: {table.speedup('package'):.2f}x textbook (goal >= 2), {eager / gather:.2f}x the bare "
-            f"gather's time (goal <= 1.5); compiled: {table.speedup('compiled'):.2f}x textbook; id check: "
-            f"{check.row('check_ids').seconds / check.row('package').seconds:.1%} of the package's time\n"))
-    return out
+        variants["compiled"] = lambda: compiled(ids)
+    with torch.inference_mode():
+        expected = emb(ids) * math.sqrt(d) + pe[:s]
+        assert torch.equal(package(ids), expected), "the one-pass path must equal the textbook bit for bit"
+        for name in ("two-pass", "compiled"):  # also compiles, before any timing
+            if name in variants:
+                torch.testing.assert_close(variants[name](), expected, rtol=1e-6, atol=1e-5)
+        nbytes = bench.embedding_bytes(b, s, d, 4)
+        table = bench.compare(
+            variants,
+            nbytes,
+            baseline="textbook",
+            device=device,
+            threads=threads,
+            rounds=rounds,
+            variant_bytes={"gather": 4 * 2 * b * s * d},
+            title=f"embedding x sqrt(d) + sinusoidal, (b, s, d) = ({b}, {s}, {d}), V = {v}",
+        )
+        check = bench.compare(
+            {"check_ids": lambda: check_ids(ids, v), "package": lambda: package(ids)},
+            nbytes,
+            baseline="package",
+            device=device,
+            threads=threads,
+            rounds=rounds,
+        )
+    eager, gather = table.row("package").seconds, table.row("gather").seconds
+    mid, low, high = table.ratio_ci("textbook", "package")
+    noise = table.ratio_ci("textbook", "textbook'")
+    lines = [
+        table.format(),
+        f"noise floor: textbook / textbook' = {noise[0]:.2f}x [{noise[1]:.2f}, {noise[2]:.2f}]",
+        f"package eager: {mid:.2f}x textbook [{low:.2f}, {high:.2f}] (goal >= 2), "
+        f"{eager / gather:.2f}x the bare gather's time (goal <= 1.5)",
+    ]
+    if compiled_too:
+        lines.append(
+            f"compiled: {table.speedup('compiled'):.2f}x textbook, "
+            f"{table.row('compiled').seconds / gather:.2f}x the bare gather's time (goal <= 1.2)"
+        )
+    lines.append(
+        f"id check: {check.row('check_ids').seconds / check.row('package').seconds:.1%} of the package's time\n"
+    )
+    return "\n".join(lines)
 
 
 def main() -> None:
-    args = parse(__doc__.splitlines()[0])
+    args = parse(
+        __doc__.splitlines()[0],
+        extra=[("--no-compile", {"action": "store_true", "help": "skip torch.compile (no C++ compiler)"})],
+    )
     print(machine())
     for device in args.device:
-        for text in tables(device, args.threads, args.rounds):
+        for text in tables(device, args.threads, args.rounds, not args.no_compile):
             print(text, flush=True)
 
 

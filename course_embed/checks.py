@@ -18,38 +18,62 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
 
     Raises:
         TypeError: ``ids`` is not an integer tensor (float ids are a common bug: ``2.7`` is not a token).
-        ValueError: an id is negative or ``>= num_embeddings``.
+        ValueError: an id is negative or ``>= num_embeddings`` (CPU ids: checked on the host, which is where the
+            values are, so the error names the offending id).
+
+    On an accelerator (CUDA) the range is checked **on the device**, without a host synchronisation: one
+    ``aminmax`` and a ``torch._assert_async``, so the host never waits for the device and CUDA-graph capture is
+    not broken. The price: a bad id surfaces as a device-side assertion at a later synchronising call (and leaves
+    the CUDA context unusable), with this message but without the id's value. To debug, move the ids to the CPU.
     """
     if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of integer token ids, got {type(ids).__name__}; "
-                        f"wrap it with torch.tensor(..., dtype=torch.long)")
+        raise TypeError(
+            f"{name} must be a torch.Tensor of integer token ids, got {type(ids).__name__}; "
+            f"wrap it with torch.tensor(..., dtype=torch.long)"
+        )
     if ids.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"{name} must hold integer token ids (torch.long or torch.int), got dtype {ids.dtype}; "
-                        f"convert with {name}.long() only if the values are whole numbers")
+        raise TypeError(
+            f"{name} must hold integer token ids (torch.long or torch.int), got dtype {ids.dtype}; "
+            f"convert with {name}.long() only if the values are whole numbers"
+        )
     if ids.device.type == "meta" or ids.numel() == 0:
         return  # no values to check
+    if ids.device.type != "cpu":
+        lo, hi = torch.aminmax(ids)  # stays on the device
+        ok = (lo >= 0) & (hi < num_embeddings)
+        torch._assert_async(ok, f"{name} contains an id outside the vocabulary [0, {num_embeddings})")
+        return
     lo, hi = (int(v) for v in torch.aminmax(ids))  # one pass over the ids, not two
     if lo < 0:
-        raise ValueError(f"{name} contains the negative id {lo}; token ids must lie in [0, {num_embeddings}), "
-                         f"negative indices do not wrap around in an embedding")
+        raise ValueError(
+            f"{name} contains the negative id {lo}; token ids must lie in [0, {num_embeddings}), "
+            f"negative indices do not wrap around in an embedding"
+        )
     if hi >= num_embeddings:
-        raise ValueError(f"{name} contains the id {hi}, outside the vocabulary [0, {num_embeddings}); "
-                         f"build the embedding with vocab_size > {hi} or fix the tokenizer")
+        raise ValueError(
+            f"{name} contains the id {hi}, outside the vocabulary [0, {num_embeddings}); "
+            f"build the embedding with vocab_size > {hi} or fix the tokenizer"
+        )
 
 
 def check_features(x: torch.Tensor, d_model: int, name: str = "x") -> None:
     """Raise a clear error unless ``x`` is a floating ``(b, s, d_model)`` tensor (batch first)."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         kind = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"{name} must be a floating-point tensor of shape (batch, seq, d_model), got {kind}; "
-                        f"pass embeddings, not token ids")
+        raise TypeError(
+            f"{name} must be a floating-point tensor of shape (batch, seq, d_model), got {kind}; "
+            f"pass embeddings, not token ids"
+        )
     if x.dim() != 3:
-        raise ValueError(f"{name} must have shape (batch, seq, d_model), got {tuple(x.shape)}; "
-                         f"for a single sequence use {name}.unsqueeze(0)")
+        raise ValueError(
+            f"{name} must have shape (batch, seq, d_model), got {tuple(x.shape)}; "
+            f"for a single sequence use {name}.unsqueeze(0)"
+        )
     if x.shape[-1] != d_model:
-        raise ValueError(f"{name} has {x.shape[-1]} features in its last dimension but this module has "
-                         f"d_model={d_model}; inputs are (batch, seq, d_model)")
-
+        raise ValueError(
+            f"{name} has {x.shape[-1]} features in its last dimension but this module has "
+            f"d_model={d_model}; inputs are (batch, seq, d_model)"
+        )
 
 
 def check_positions(length: int, offset: int, max_len: int, batch: int | None = None, name: str = "x") -> None:
@@ -62,10 +86,14 @@ def check_positions(length: int, offset: int, max_len: int, batch: int | None = 
         raise ValueError(f"offset must be >= 0 (the position of the first token), got {offset}")
     if offset + length <= max_len:
         return
-    message = (f"a sequence of length {length} at offset {offset} needs positions up to {offset + length - 1}, "
-               f"but this learned table has max_len={max_len} rows; call resize(new_len) to interpolate it to more "
-               f"positions, or use sinusoidal positions, which exist at any length")
-    if batch is not None and 1 < batch and offset + batch <= max_len:
-        message += (f". Inputs are batch first; if {name} is sequence first (dim 0 holds the {batch} positions), "
-                    f"transpose it with {name}.transpose(0, 1)")
+    message = (
+        f"a sequence of length {length} at offset {offset} needs positions up to {offset + length - 1}, "
+        f"but this learned table has max_len={max_len} rows; call resize(new_len) to interpolate it to more "
+        f"positions, or use sinusoidal positions, which exist at any length"
+    )
+    if batch is not None and batch > 1 and offset + batch <= max_len:
+        message += (
+            f". Inputs are batch first; if {name} is sequence first (dim 0 holds the {batch} positions), "
+            f"transpose it with {name}.transpose(0, 1)"
+        )
     raise ValueError(message)

@@ -105,9 +105,12 @@ def test_sparse_training_step_matches_nn_embedding(gen, opt):
     for _ in range(3):
         ids = torch.randint(0, 500, (3, 12), generator=gen)
         target = torch.randn(3, 12, 32, generator=gen, dtype=torch.float64)
-        for model, optimizer, out in ((m, opt_m, lambda: m(ids)), (ref, opt_ref, lambda: ref(ids) * math.sqrt(32) + pe)):
+        for optimizer, out in (
+            (opt_m, lambda ids: m(ids)),
+            (opt_ref, lambda ids: ref(ids) * math.sqrt(32) + pe),
+        ):
             optimizer.zero_grad()
-            F.mse_loss(out(), target).backward()
+            F.mse_loss(out(ids), target).backward()
             optimizer.step()
     torch.testing.assert_close(m.token.weight, ref.weight, rtol=1e-12, atol=1e-12)
 
@@ -148,12 +151,15 @@ def test_sinusoidal_cast_is_cached_and_refreshed():
     assert torch.equal(pe.encoding(20, dtype=torch.bfloat16), sinusoidal_table(20, 16).to(torch.bfloat16))
 
 
-@pytest.mark.parametrize("addend, error, match", [
-    (torch.zeros(5, 8, dtype=torch.float64), TypeError, "table's dtype torch.float32"),
-    ([[0.0] * 8] * 5, TypeError, "list"),
-    (torch.zeros(6, 8), ValueError, r"does not broadcast to the output shape \(2, 5, 8\)"),
-    (torch.zeros(3, 2, 5, 8), ValueError, "does not broadcast"),
-])
+@pytest.mark.parametrize(
+    "addend, error, match",
+    [
+        (torch.zeros(5, 8, dtype=torch.float64), TypeError, "table's dtype torch.float32"),
+        ([[0.0] * 8] * 5, TypeError, "list"),
+        (torch.zeros(6, 8), ValueError, r"does not broadcast to the output shape \(2, 5, 8\)"),
+        (torch.zeros(3, 2, 5, 8), ValueError, "does not broadcast"),
+    ],
+)
 def test_lookup_add_rejects_bad_addend(addend, error, match):
     with pytest.raises(error, match=match):
         TokenEmbedding(20, 8).lookup_add(torch.zeros(2, 5, dtype=torch.long), addend)

@@ -60,15 +60,18 @@ def test_pad_row_stays_zero_in_the_full_layer(gen):
     assert torch.count_nonzero(m.token.weight.grad[0]) == 0
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(position="rope"), "inside attention"),
-    (dict(fusion="mul"), "fusion must be one of"),
-    (dict(position=None, fusion="concat"), "needs a position scheme"),
-    (dict(dropout=1.0), "dropout must be a probability"),
-    (dict(fusion="concat", d_position=32), r"d_position must be in \(0, d_model=32\)"),
-    (dict(padding_idx=99), "padding_idx=99"),
-    (dict(d_model=31), "even"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(position="rope"), "inside attention"),
+        (dict(fusion="mul"), "fusion must be one of"),
+        (dict(position=None, fusion="concat"), "needs a position scheme"),
+        (dict(dropout=1.0), "dropout must be a probability"),
+        (dict(fusion="concat", d_position=32), r"d_position must be in \(0, d_model=32\)"),
+        (dict(padding_idx=99), "padding_idx=99"),
+        (dict(d_model=31), "even"),
+    ],
+)
 def test_bad_configuration(kwargs, match):
     args = dict(vocab_size=20, d_model=32) | kwargs
     with pytest.raises(ValueError, match=match):

@@ -1,4 +1,5 @@
-"""Vocabulary-parallel embedding: exact equality with the unsharded table, in 2 real processes on gloo."""
+"""Vocabulary-parallel embedding (exact equality with the unsharded table) and cross-entropy (equal to round-off), in
+2 real processes on gloo."""
 
 import pytest
 import torch
@@ -13,16 +14,19 @@ from course_embed.parallel import VocabParallelEmbedding, memory_per_rank, shard
 def test_shards_are_contiguous_balanced_and_cover_the_vocabulary(vocab_size, world_size):
     ranges = [shard_range(vocab_size, k, world_size) for k in range(world_size)]
     assert ranges[0][0] == 0 and ranges[-1][1] == vocab_size
-    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
     sizes = [end - start for start, end in ranges]
     assert max(sizes) - min(sizes) <= 1 and sorted(sizes, reverse=True) == sizes
 
 
-@pytest.mark.parametrize("args, match", [
-    ((10, 2, 2), r"rank must be in \[0, world_size\)"),
-    ((10, -1, 2), "rank must be"),
-    ((3, 0, 4), "vocab_size=3 is smaller than world_size=4"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((10, 2, 2), r"rank must be in \[0, world_size\)"),
+        ((10, -1, 2), "rank must be"),
+        ((3, 0, 4), "vocab_size=3 is smaller than world_size=4"),
+    ],
+)
 def test_bad_shard_arguments(args, match):
     with pytest.raises(ValueError, match=match):
         shard_range(*args)
@@ -75,10 +79,44 @@ def test_world_of_one_is_the_plain_lookup(single_process_group, gen):
         VocabParallelEmbedding(30, 8, padding_idx=30)
 
 
-def test_two_processes_equal_the_unsharded_embedding_exactly():
+def test_two_processes_equal_the_unsharded_embedding_exactly_and_the_cross_entropy_to_round_off():
     # 1001 rows: shards of 501 and 500; the pad id lives in the second shard, at a non-zero local index
-    report = parallel.compare_with_unsharded(world_size=2, batch=4, seq=32, vocab_size=1001, d_model=16,
-                                             padding_idx=900, seed=3)
+    report = parallel.compare_with_unsharded(
+        world_size=2, batch=4, seq=32, vocab_size=1001, d_model=16, padding_idx=900, seed=3
+    )
     assert report["rows_per_rank"] == [501, 500]
     assert report["output_equal"] and report["max_output_diff"] == 0.0
     assert report["grad_equal"] and report["max_grad_diff"] == 0.0
+    # vocabulary-parallel cross-entropy: the maximum and the target logit reduce exactly, the sum of exponentials
+    # is a sum of two partial sums, so loss and gradients agree to float64 round-off (float32: its round-off)
+    ce64, ce32 = report["ce_float64"], report["ce_float32"]
+    assert ce64["loss"] > 0
+    assert ce64["loss_diff"] <= 8 * torch.finfo(torch.float64).eps * ce64["loss"]
+    assert ce64["hidden_grad_diff"] < 1e-15 and ce64["head_grad_diff"] < 1e-15
+    assert ce32["loss_diff"] <= 8 * torch.finfo(torch.float32).eps * ce32["loss"]
+    assert ce32["hidden_grad_diff"] < 1e-7 and ce32["head_grad_diff"] < 1e-7
+
+
+def test_vocab_parallel_cross_entropy_in_a_world_of_one(single_process_group, gen):
+    logits = torch.randn(6, 4, 30, generator=gen, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 30, (6, 4), generator=gen)
+    reference = logits.detach().clone().requires_grad_()
+    for reduction in ("mean", "sum", "none"):
+        logits.grad = reference.grad = None
+        loss = parallel.vocab_parallel_cross_entropy(logits, targets, 30, reduction=reduction)
+        expected = F.cross_entropy(reference.flatten(0, 1), targets.flatten(), reduction=reduction)
+        torch.testing.assert_close(loss, expected.view(loss.shape), rtol=1e-13, atol=1e-13)
+        upstream = torch.randn(loss.shape, generator=gen, dtype=torch.float64)
+        (loss * upstream).sum().backward()
+        (expected.view(loss.shape) * upstream).sum().backward()
+        torch.testing.assert_close(logits.grad, reference.grad, rtol=1e-13, atol=1e-13)
+    hidden = torch.randn(5, 3, generator=gen, requires_grad=True)
+    copied = parallel.copy_to_ranks(hidden)
+    copied.sum().backward()  # world of one: the all-reduce of the gradient is the identity
+    assert torch.equal(copied, hidden) and torch.equal(hidden.grad, torch.ones(5, 3))
+    with pytest.raises(ValueError, match="holds the 30 vocabulary rows"):
+        parallel.vocab_parallel_cross_entropy(torch.zeros(2, 29), torch.zeros(2, dtype=torch.long), 30)
+    with pytest.raises(ValueError, match="reduction must be"):
+        parallel.vocab_parallel_cross_entropy(torch.zeros(2, 30), torch.zeros(2, dtype=torch.long), 30, reduction="avg")
+    with pytest.raises(ValueError, match="targets contains the id 30"):
+        parallel.vocab_parallel_cross_entropy(torch.zeros(2, 30), torch.tensor([0, 30]), 30)

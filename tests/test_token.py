@@ -97,13 +97,16 @@ def test_tie_weights_rejects_wrong_shape():
         tie_weights(TokenEmbedding(40, 8), nn.Linear(40, 8))
 
 
-@pytest.mark.parametrize("bad, error, words", [
-    (torch.tensor([[1, 40]]), ValueError, ["40", "vocabulary", "vocab_size"]),
-    (torch.tensor([[1, -2]]), ValueError, ["negative", "-2"]),
-    (torch.tensor([[1.0, 2.0]]), TypeError, ["integer", "float32"]),
-    (torch.tensor([[True, False]]), TypeError, ["integer", "bool"]),
-    ([[1, 2]], TypeError, ["torch.Tensor", "list"]),
-])
+@pytest.mark.parametrize(
+    "bad, error, words",
+    [
+        (torch.tensor([[1, 40]]), ValueError, ["40", "vocabulary", "vocab_size"]),
+        (torch.tensor([[1, -2]]), ValueError, ["negative", "-2"]),
+        (torch.tensor([[1.0, 2.0]]), TypeError, ["integer", "float32"]),
+        (torch.tensor([[True, False]]), TypeError, ["integer", "bool"]),
+        ([[1, 2]], TypeError, ["torch.Tensor", "list"]),
+    ],
+)
 def test_bad_ids_raise_clear_errors(bad, error, words):
     with pytest.raises(error) as info:
         TokenEmbedding(40, 8)(bad)

@@ -11,8 +11,12 @@ implementation has to read and write), next to a plain copy of the same number o
 a copy is the fastest way to move bytes, so ``copy time / variant time`` says how close to the limit a variant is.
 
 :func:`compare` times every variant in interleaved rounds (variant A, B, ..., copy, then again), so a noisy
-neighbour slows all of them alike, and reports medians. CPU timings use ``torch.utils.benchmark.Timer`` with an
-explicit thread count; CUDA timings use CUDA events (no host synchronisation inside the timed loop).
+neighbour slows all of them alike, and reports medians. A ratio of two variants comes with a bootstrap confidence
+interval over the rounds (:meth:`BenchTable.ratio_ci`): the rounds are paired (A and B of round k ran
+back to back), so the interval is of the median of the per-round ratios, resampled. Two copies of the same
+variant give the run's noise floor: the interval of a ratio that is 1 by construction. CPU timings use
+``torch.utils.benchmark.Timer`` with an explicit thread count; CUDA timings use CUDA events (no host
+synchronisation inside the timed loop).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.utils.deterministic
@@ -47,8 +52,11 @@ def embedding_traffic(batch: int, seq: int, d_model: int, itemsize: int) -> dict
     new tensor; add: read it and the position rows, write a third tensor).
     """
     n, pe = batch * seq * d_model, seq * d_model
-    return {"minimum": itemsize * (2 * n + pe), "fused eager": itemsize * (4 * n + pe),
-            "textbook": itemsize * (6 * n + pe)}
+    return {
+        "minimum": itemsize * (2 * n + pe),
+        "fused eager": itemsize * (4 * n + pe),
+        "textbook": itemsize * (6 * n + pe),
+    }
 
 
 def rope_bytes(batch: int, heads: int, seq: int, head_dim: int, itemsize: int) -> int:
@@ -91,8 +99,13 @@ def time_cpu(fn: Callable[[], Any], number: int, threads: int) -> float:
     return timer.timeit(number).mean
 
 
-def time_cuda(fn: Callable[[], Any], number: int, *, event_factory: Callable[[], Any] | None = None,
-              synchronize: Callable[[], None] | None = None) -> float:
+def time_cuda(
+    fn: Callable[[], Any],
+    number: int,
+    *,
+    event_factory: Callable[[], Any] | None = None,
+    synchronize: Callable[[], None] | None = None,
+) -> float:
     """Seconds per call of ``fn`` over ``number`` calls, measured with CUDA events.
 
     The two events are recorded on the stream around the loop, so the host never waits inside it; the end event
@@ -109,6 +122,24 @@ def time_cuda(fn: Callable[[], Any], number: int, *, event_factory: Callable[[],
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / 1e3 / number  # elapsed_time is in milliseconds
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed memory in the process (no ``mmap`` for big blocks, no trimming), so that a fresh
+    output the size of a previous one costs no page faults, as with PyTorch's CUDA caching allocator.
+
+    Call it before timing variants that allocate large outputs, so that no variant (a dense baseline, say) pays
+    page faults the others do not. Returns ``False`` where ``mallopt`` is unavailable (not glibc).
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        m_trim_threshold, m_mmap_max = -1, -4  # glibc's mallopt parameters
+        return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 2**30))
+    except (OSError, AttributeError):
+        return False
 
 
 def make_copy(nbytes: int, device, dtype: torch.dtype = torch.float32) -> Callable[[], torch.Tensor]:
@@ -134,8 +165,14 @@ class Row:
 
     @property
     def gbps(self) -> float:
-        """Achieved bandwidth on the minimum bytes, in GB/s (1e9 bytes)."""
+        """Achieved bandwidth on this variant's bytes, in GB/s (1e9 bytes)."""
         return self.nbytes / self.seconds / 1e9
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range of the rounds over their median (0.05: the middle half of rounds within 5%)."""
+        q = statistics.quantiles(self.rounds, n=4) if len(self.rounds) > 1 else [self.seconds] * 3
+        return (q[2] - q[0]) / self.seconds
 
 
 @dataclass(frozen=True)
@@ -159,18 +196,47 @@ class BenchTable:
         """How many times faster ``name`` is than the baseline (ratio of medians)."""
         return self.row(self.baseline).seconds / self.row(name).seconds
 
+    @property
+    def has_copy(self) -> bool:
+        """Whether the table has the reference copy (and so GB/s and "of copy" columns)."""
+        return any(r.name == COPY for r in self.rows)
+
     def of_copy(self, name: str) -> float:
         """``copy time / variant time``: 1.0 means as fast as copying the same number of bytes."""
         return self.row(COPY).seconds / self.row(name).seconds
 
+    def ratio_ci(
+        self, slow: str, fast: str, *, level: float = 0.95, resamples: int = 2000, seed: int = 0
+    ) -> tuple[float, float, float]:
+        """``time(slow) / time(fast)`` with a bootstrap confidence interval: ``(median, low, high)``.
+
+        Round ``k`` of both ran back to back, so the per-round ratios are paired; the interval is the
+        ``level`` percentile interval of the median of ``len(rounds)`` ratios resampled with replacement.
+        """
+        a, b = self.row(slow).rounds, self.row(fast).rounds
+        ratios = torch.tensor([x / y for x, y in zip(a, b, strict=False)], dtype=torch.float64)
+        gen = torch.Generator().manual_seed(seed)
+        picks = torch.randint(0, len(ratios), (resamples, len(ratios)), generator=gen)
+        medians = ratios[picks].median(dim=1).values  # lower median for even counts, as torch.median does
+        tail = (1 - level) / 2
+        low, high = torch.quantile(medians, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
+        return statistics.median(ratios.tolist()), low, high
+
     def format(self) -> str:
         """The table as aligned text: variant, median time, GB/s, fraction of copy, speedup over the baseline."""
         width = max(len(r.name) for r in self.rows)
-        lines = [f"{self.title}  [{self.device}, {self.clock}, median of {len(self.rows[0].rounds)} rounds]",
-                 f"{'variant':<{width}}  {'median':>10}  {'GB/s':>7}  {'of copy':>7}  {'speedup':>7}"]
+        bandwidth = f"  {'GB/s':>6}  {'of copy':>7}" if self.has_copy else ""
+        lines = [
+            f"{self.title}  [{self.device}, {self.clock}, median of {len(self.rows[0].rounds)} rounds]",
+            f"{'variant':<{width}}  {'median':>10}  {'IQR':>5}{bandwidth}  {'speedup [95% CI]':>20}",
+        ]
         for r in self.rows:
-            lines.append(f"{r.name:<{width}}  {_fmt_time(r.seconds):>10}  {r.gbps:7.1f}  {self.of_copy(r.name):7.0%}  "
-                         f"{self.speedup(r.name):6.2f}x")
+            mid, low, high = self.ratio_ci(self.baseline, r.name)
+            bandwidth = f"  {r.gbps:6.1f}  {self.of_copy(r.name):7.0%}" if self.has_copy else ""
+            lines.append(
+                f"{r.name:<{width}}  {_fmt_time(r.seconds):>10}  {r.spread:5.0%}{bandwidth}  "
+                f"{mid:6.2f}x [{low:4.2f}, {high:4.2f}]"
+            )
         return "\n".join(lines)
 
 
@@ -181,14 +247,25 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def compare(variants: dict[str, Callable[[], Any]], nbytes: int, *, baseline: str, device=None,
-            dtype: torch.dtype = torch.float32, threads: int = 2, rounds: int = 7, block_seconds: float = 0.02,
-            title: str = "") -> BenchTable:
-    """Time ``variants`` side by side with a copy of ``nbytes``; return medians, GB/s, fraction of copy, speedups.
+def compare(
+    variants: dict[str, Callable[[], Any]],
+    nbytes: int | None,
+    *,
+    baseline: str,
+    device=None,
+    dtype: torch.dtype = torch.float32,
+    threads: int = 2,
+    rounds: int = 7,
+    block_seconds: float = 0.02,
+    title: str = "",
+    variant_bytes: dict[str, int] | None = None,
+) -> BenchTable:
+    """Time ``variants`` side by side with a copy of ``nbytes``; return medians, GB/s, fraction of copy, speed-ups.
 
     Args:
         variants: name -> zero-argument callable doing one call of the computation (inputs prepared outside).
-        nbytes: minimum bytes the computation moves (:func:`embedding_bytes`, :func:`rope_bytes`).
+        nbytes: minimum bytes the computation moves (:func:`embedding_bytes`, :func:`rope_bytes`); ``None`` for a
+            computation that is not bandwidth-bound (a training step, a loss): no copy, no GB/s columns.
         baseline: the variant speedups are relative to (usually the textbook version).
         device: where the inputs live (CPU timer or CUDA events); default CPU.
         dtype: dtype of the copy reference.
@@ -196,6 +273,8 @@ def compare(variants: dict[str, Callable[[], Any]], nbytes: int, *, baseline: st
         rounds: interleaved rounds; each reports the mean of a block, the table the median of the blocks.
         block_seconds: each block is calibrated to last at least this long.
         title: first line of :meth:`BenchTable.format`.
+        variant_bytes: the bytes a variant itself must move, where they differ from ``nbytes`` (the bare gather
+            reads no position rows); its GB/s column uses them.
 
     Returns:
         :class:`BenchTable` with one row per variant, plus ``"copy"``.
@@ -205,18 +284,17 @@ def compare(variants: dict[str, Callable[[], Any]], nbytes: int, *, baseline: st
     is a debugging aid, not part of the computation.
     """
     if baseline not in variants:
-        raise ValueError(f"baseline={baseline!r} is not one of the variants {list(variants)}; name the textbook "
-                         f"version you want speedups against")
+        raise ValueError(
+            f"baseline={baseline!r} is not one of the variants {list(variants)}; name the textbook "
+            f"version you want speedups against"
+        )
     if COPY in variants:
         raise ValueError(f"{COPY!r} is reserved for the reference copy; rename that variant")
     if rounds < 1 or threads < 1:
         raise ValueError(f"rounds and threads must be >= 1, got rounds={rounds}, threads={threads}")
     device = torch.device(device) if device is not None else torch.device("cpu")
-    fns = dict(variants) | {COPY: make_copy(nbytes, device, dtype)}
-    if device.type == "cuda":
-        clock = time_cuda
-    else:
-        clock = functools.partial(time_cpu, threads=threads)
+    fns = dict(variants) | ({COPY: make_copy(nbytes, device, dtype)} if nbytes is not None else {})
+    clock = time_cuda if device.type == "cuda" else functools.partial(time_cpu, threads=threads)
     numbers, times = {}, {name: [] for name in fns}
     fill = torch.utils.deterministic.fill_uninitialized_memory
     torch.utils.deterministic.fill_uninitialized_memory = False
@@ -229,7 +307,8 @@ def compare(variants: dict[str, Callable[[], Any]], nbytes: int, *, baseline: st
                 times[name].append(clock(fn, numbers[name]))
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = fill
-    rows = tuple(Row(name, statistics.median(ts), tuple(ts), nbytes) for name, ts in times.items())
-    return BenchTable(title, rows, baseline, "CUDA events" if device.type == "cuda" else f"{threads} threads",
-                      device.type)
-
+    own = variant_bytes or {}
+    rows = tuple(Row(name, statistics.median(ts), tuple(ts), own.get(name, nbytes or 0)) for name, ts in times.items())
+    return BenchTable(
+        title, rows, baseline, "CUDA events" if device.type == "cuda" else f"{threads} threads", device.type
+    )

@@ -1,5 +1,6 @@
 """Chapter 6, optimisation: precision errors, lost updates, the dict-cache and checkpointing anti-patterns, autocast,
-EmbeddingBag, and figures of the benchmark tables.
+EmbeddingBag, and the speed-up figure of the benchmark tables (the roofline is in :mod:`.roofline`, the training
+step in :mod:`.profile_step`).
 
 Shapes: ``v`` vocabulary size, ``d`` model width.
 """
@@ -73,19 +74,26 @@ def checkpoint_report(embedding: torch.nn.Module, ids: torch.Tensor) -> dict:
 
     from torch.utils.checkpoint import checkpoint
 
-
-    report = {"output_bytes": bench.tensor_bytes(embedding(ids)),
-              "saved_bytes": bench.saved_tensor_bytes(lambda: embedding(ids))}
-    for mode, kwargs in (("default", {}), ("reentrant", {"use_reentrant": True}),
-                         ("non-reentrant", {"use_reentrant": False})):
+    report = {
+        "output_bytes": bench.tensor_bytes(embedding(ids)),
+        "saved_bytes": bench.saved_tensor_bytes(lambda: embedding(ids)),
+    }
+    for mode, kwargs in (
+        ("default", {}),
+        ("reentrant", {"use_reentrant": True}),
+        ("non-reentrant", {"use_reentrant": False}),
+    ):
         embedding.zero_grad(set_to_none=True)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out = checkpoint(embedding, ids, **kwargs)
             if out.requires_grad:
                 out.sum().backward()
-        report[mode] = {"requires_grad": out.requires_grad, "weight_grad": embedding.weight.grad is not None,
-                        "warnings": sorted({str(w.message) for w in caught})}
+        report[mode] = {
+            "requires_grad": out.requires_grad,
+            "weight_grad": embedding.weight.grad is not None,
+            "warnings": sorted({str(w.message) for w in caught}),
+        }
     embedding.zero_grad(set_to_none=True)
     return report
 
@@ -110,54 +118,45 @@ def embedding_bag_report(weight: torch.Tensor, ids: torch.Tensor) -> dict:
     """
     bag = torch.nn.functional.embedding_bag(ids, weight, mode="mean")  # (b, d)
     lookup = torch.nn.functional.embedding(ids, weight)  # (b, s, d)
-    return {"bag_shape": tuple(bag.shape), "lookup_shape": tuple(lookup.shape),
-            "max_diff_to_mean": max_abs_difference(bag, lookup.mean(1))}
+    return {
+        "bag_shape": tuple(bag.shape),
+        "lookup_shape": tuple(lookup.shape),
+        "max_diff_to_mean": max_abs_difference(bag, lookup.mean(1)),
+    }
 
 
-def bench_bars(tables, *, metric: str = "of_copy"):
-    """Grouped bars, one group per :class:`~course_embed.lab.bench.BenchTable`, one bar per variant (copy excluded).
-
-    ``metric`` is ``"of_copy"`` (copy time / variant time: 100% is the speed of a same-size copy) or ``"speedup"``
-    (over each table's baseline). Bars are labelled with their value.
+def speedup_plot(tables, *, baseline_label: str | None = None):
+    """Speed-up over each table's baseline with its bootstrap 95% interval, one group per
+    :class:`~course_embed.lab.bench.BenchTable` and one bar per variant; the copy is drawn as a line per group
+    (the speed-up a plain copy of the minimum bytes would have: the ceiling of a layer that writes its output).
     """
-    if metric not in ("of_copy", "speedup"):
-        raise ValueError(f"metric must be 'of_copy' or 'speedup', got {metric!r}")
-    names = [r.name for r in tables[0].rows if r.name != "copy"]
+    names = [r.name for r in tables[0].rows if r.name not in ("copy", tables[0].baseline)]
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
     width = 0.8 / len(names)
     for k, name in enumerate(names):
-        values = [(t.of_copy(name) * 100 if metric == "of_copy" else t.speedup(name)) for t in tables]
         xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(tables))]
-        bars = ax.bar(xs, values, width, label=name)
-        ax.bar_label(bars, fmt="%.0f%%" if metric == "of_copy" else "%.1fx", fontsize=7)
-    if metric == "of_copy":
-        ax.axhline(100, color="k", lw=0.8, ls="--")
-        ax.set_ylabel("speed, % of a same-size copy")
-    else:
-        ax.axhline(1, color="k", lw=0.8, ls="--")
-        ax.set_ylabel(f"speedup over {tables[0].baseline}")
+        cis = [t.ratio_ci(t.baseline, name) for t in tables]
+        mids = [c[0] for c in cis]
+        errors = [
+            [m - c[1] for m, c in zip(mids, cis, strict=False)],
+            [c[2] - m for m, c in zip(mids, cis, strict=False)],
+        ]
+        bars = ax.bar(xs, mids, width, yerr=errors, capsize=3, label=name)
+        ax.bar_label(bars, fmt="%.2fx", fontsize=7, padding=6)
+    for i, t in enumerate(tables):
+        ax.hlines(
+            t.ratio_ci(t.baseline, "copy")[0],
+            i - 0.45,
+            i + 0.45,
+            color="k",
+            ls="--",
+            lw=1,
+            label="same-size copy" if i == 0 else None,
+        )
+    ax.axhline(1, color="grey", lw=0.8)
+    ax.set_ylabel(f"speed-up over {baseline_label or tables[0].baseline}")
     ax.set_xticks(range(len(tables)), [t.title for t in tables], fontsize=8)
-    ax.legend(fontsize=8, ncol=len(names), loc="upper left")
-    ax.margins(y=0.15)
-    fig.tight_layout()
-    return fig
-
-
-def memory_per_rank_plot(vocab_sizes, d_model: int, world_sizes, *, itemsize: int = 4, optimizer: str = "adam"):
-    """Embedding memory per rank (weight + gradient + optimizer state, GiB) against the vocabulary size, one line
-    per world size, from :func:`course_embed.parallel.memory_per_rank`."""
-    from ..parallel import memory_per_rank
-
-    fig, ax = plt.subplots(figsize=(6, 3.4))
-    for r in world_sizes:
-        gib = [memory_per_rank(v, d_model, r, itemsize, optimizer)["total"] / 2**30 for v in vocab_sizes]
-        ax.plot(vocab_sizes, gib, marker="o", ms=3, label=f"{r} rank{'s' if r > 1 else ''}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("vocabulary size")
-    ax.set_ylabel("GiB per rank")
-    ax.set_title(f"Embedding table, d = {d_model}, float{8 * itemsize} + {optimizer} state", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, ncol=len(names) + 1, loc="upper left")
+    ax.margins(y=0.2)
     fig.tight_layout()
     return fig

@@ -1,6 +1,7 @@
 """The timing harness: byte formulas, the table's arithmetic, CUDA-event timing logic. No wall-clock assertions."""
 
 import math
+import statistics
 
 import pytest
 import torch
@@ -108,9 +109,15 @@ def test_table_ratios_and_format():
 
 def test_compare_times_every_variant_and_the_copy(device):
     x = torch.randn(256, 64, device=device)
-    result = bench.compare({"slow": lambda: (x * 2.0) + 1.0, "fast": lambda: torch.add(x, x)},
-                           bench.embedding_bytes(4, 64, 64, 4), baseline="slow", device=device, rounds=3,
-                           block_seconds=1e-3, title="demo")
+    result = bench.compare(
+        {"slow": lambda: (x * 2.0) + 1.0, "fast": lambda: torch.add(x, x)},
+        bench.embedding_bytes(4, 64, 64, 4),
+        baseline="slow",
+        device=device,
+        rounds=3,
+        block_seconds=1e-3,
+        title="demo",
+    )
     assert [r.name for r in result.rows] == ["slow", "fast", "copy"]
     for r in result.rows:
         assert len(r.rounds) == 3 and r.seconds == sorted(r.rounds)[1] and r.seconds > 0
@@ -121,8 +128,13 @@ def test_compare_times_every_variant_and_the_copy(device):
 def test_compare_times_without_nan_filling_and_restores_it():
     seen = []
     flag = torch.utils.deterministic.fill_uninitialized_memory
-    bench.compare({"a": lambda: seen.append(torch.utils.deterministic.fill_uninitialized_memory)}, 8, baseline="a",
-                  rounds=1, block_seconds=1e-4)
+    bench.compare(
+        {"a": lambda: seen.append(torch.utils.deterministic.fill_uninitialized_memory)},
+        8,
+        baseline="a",
+        rounds=1,
+        block_seconds=1e-4,
+    )
     assert seen and not any(seen)
     assert torch.utils.deterministic.fill_uninitialized_memory == flag
 
@@ -133,12 +145,67 @@ def test_make_copy_moves_the_requested_bytes():
     assert out.numel() * 4 * 2 == 4000 and torch.all(out == 1)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(baseline="nope"), "baseline='nope' is not one of the variants"),
-    (dict(baseline="copy", variants={"copy": lambda: None}), "reserved"),
-    (dict(baseline="a", rounds=0), "rounds and threads must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(baseline="nope"), "baseline='nope' is not one of the variants"),
+        (dict(baseline="copy", variants={"copy": lambda: None}), "reserved"),
+        (dict(baseline="a", rounds=0), "rounds and threads must be >= 1"),
+    ],
+)
 def test_compare_rejects_bad_arguments(kwargs, match):
     args = dict(variants={"a": lambda: None}, nbytes=8) | kwargs
     with pytest.raises(ValueError, match=match):
         bench.compare(**args)
+
+
+def test_ratio_ci_is_a_bootstrap_of_the_paired_round_ratios():
+    rows = (
+        bench.Row("a", 2.0, (2.0, 2.0, 2.0, 2.0, 2.0), 1),
+        bench.Row("b", 1.0, (1.0, 1.0, 1.0, 1.0, 1.0), 1),
+        bench.Row("c", 1.0, (1.0, 0.5, 2.0, 1.0, 1.0), 1),
+    )
+    t = bench.BenchTable("t", rows, "a", "", "cpu")
+    assert t.ratio_ci("a", "b") == (2.0, 2.0, 2.0)  # no spread, no interval
+    mid, low, high = t.ratio_ci("a", "c", resamples=4000)
+    assert mid == 2.0 and low == 1.0 and high == 4.0  # per-round ratios 2, 4, 1, 2, 2: medians range over them
+    assert t.ratio_ci("a", "c", resamples=4000, level=0.5)[1:] == (2.0, 2.0)
+    assert t.ratio_ci("a", "c") == t.ratio_ci("a", "c")  # seeded: reproducible
+
+
+def test_spread_is_the_interquartile_range_over_the_median():
+    row = bench.Row("r", 2.0, (1.0, 2.0, 2.0, 3.0, 5.0), 1)
+    q = statistics.quantiles(row.rounds, n=4)
+    assert row.spread == (q[2] - q[0]) / 2.0
+    assert bench.Row("one", 1.0, (1.0,), 1).spread == 0.0
+
+
+def test_variant_bytes_set_each_rows_own_bandwidth():
+    result = bench.compare(
+        {"a": lambda: None, "b": lambda: None},
+        1000,
+        baseline="a",
+        rounds=1,
+        block_seconds=1e-4,
+        variant_bytes={"b": 500},
+    )
+    assert [r.nbytes for r in result.rows] == [1000, 500, 1000]
+
+
+def test_keep_freed_memory_sets_glibc_options():
+    if not bench.keep_freed_memory():
+        pytest.skip("not glibc")
+    from course_embed.lab.profile_step import PeakMemory
+
+    info = PeakMemory()._info  # glibc's mallinfo2
+    mapped = info().hblkhd
+    big = torch.ones(1 << 23)  # 32 MiB: above glibc's mmap threshold, so it would be mmapped by default
+    assert info().hblkhd == mapped  # no new mmapped block: it came from the heap, which keeps it when freed
+    del big
+
+
+def test_compare_without_bytes_has_no_copy_and_no_bandwidth_columns():
+    result = bench.compare({"a": lambda: None, "b": lambda: None}, None, baseline="a", rounds=2, block_seconds=1e-4)
+    assert [r.name for r in result.rows] == ["a", "b"] and not result.has_copy
+    header = result.format().splitlines()[1]
+    assert "GB/s" not in header and "of copy" not in header and "speedup [95% CI]" in header

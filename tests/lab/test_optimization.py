@@ -24,9 +24,9 @@ def test_relative_error_against_hand_computed_values():
 def test_bfloat16_rounding_is_within_half_an_ulp(gen):
     w = torch.randn(1000, 64, generator=gen)
     rel = ((w.bfloat16().double() - w.double()).abs() / w.double().abs()).max().item()
-    assert rel <= 2.0 ** -8  # 8 significant bits, round to nearest: half of the spacing 2**-7 relative to 1
+    assert rel <= 2.0**-8  # 8 significant bits, round to nearest: half of the spacing 2**-7 relative to 1
     err = optimization.relative_error(w.bfloat16(), w)
-    assert 2.0 ** -12 < err["rms"] < 2.0 ** -8
+    assert 2.0**-12 < err["rms"] < 2.0**-8
 
 
 def test_lost_updates_follow_the_spacing_of_the_dtype():
@@ -80,23 +80,19 @@ def table(name_seconds, baseline="textbook"):
     return bench.BenchTable("shape", rows, baseline, "2 threads", "cpu")
 
 
-def test_bench_bars_label_each_variant():
-    t = table([("textbook", 4e-3), ("package", 1e-3), ("copy", 5e-4)])
-    fig = optimization.bench_bars([t, t])
+def test_speedup_plot_shows_each_variant_with_its_interval_and_the_copy():
+    rows = (
+        bench.Row("textbook", 4e-3, (4e-3, 4e-3, 4e-3), 1000),
+        bench.Row("package", 1e-3, (1e-3, 1e-3, 2e-3), 1000),
+        bench.Row("copy", 5e-4, (5e-4,) * 3, 1000),
+    )
+    t = bench.BenchTable("shape", rows, "textbook", "1 threads", "cpu")
+    fig = optimization.speedup_plot([t, t])
     ax = fig.axes[0]
-    labels = sorted(text.get_text() for text in ax.texts)
-    assert labels == ["12%", "12%", "50%", "50%"]
-    assert [p.get_height() for p in ax.patches][:2] == [12.5, 12.5]
-    speed = optimization.bench_bars([t], metric="speedup").axes[0]
-    assert sorted(text.get_text() for text in speed.texts) == ["1.0x", "4.0x"]
-    with pytest.raises(ValueError, match="metric"):
-        optimization.bench_bars([t], metric="gbps")
-
-
-def test_memory_plot_uses_memory_per_rank():
-    from course_embed.parallel import memory_per_rank
-
-    fig = optimization.memory_per_rank_plot([1000, 10_000], 64, [1, 4])
-    lines = fig.axes[0].get_lines()
-    assert [line.get_label() for line in lines] == ["1 rank", "4 ranks"]
-    assert list(lines[1].get_ydata()) == [memory_per_rank(v, 64, 4)["total"] / 2**30 for v in (1000, 10_000)]
+    assert sorted(text.get_text() for text in ax.texts) == ["4.00x", "4.00x"]  # median of 4, 4, 2
+    assert [p.get_height() for p in ax.patches] == [4.0, 4.0]
+    copy_lines = [c for c in ax.collections if c.get_label() == "same-size copy"]
+    assert len(copy_lines) == 1 and ax.get_ylabel() == "speed-up over textbook"
+    bars = next(c for c in ax.containers if hasattr(c, "errorbar"))
+    error_bars = bars.errorbar.lines[2][0].get_segments()
+    assert [tuple(seg[:, 1]) for seg in error_bars] == [(2.0, 4.0), (2.0, 4.0)]  # bootstrap of (4, 4, 2)
