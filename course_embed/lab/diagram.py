@@ -44,25 +44,64 @@ def draw_input_layer(highlight: str | None = None):
         x = i * (width + gap)
         centres[name] = x + width / 2
         face = "tab:orange" if name == highlight else ("whitesmoke" if name != "layers" else "white")
-        box = FancyBboxPatch((x, 0), width, height, boxstyle="round,pad=0.03", facecolor=face,
-                             edgecolor="black", linestyle="--" if name in OPTIONAL else "-",
-                             linewidth=2.0 if name == highlight else 1.0, gid=f"box-{name}")
+        box = FancyBboxPatch(
+            (x, 0),
+            width,
+            height,
+            boxstyle="round,pad=0.03",
+            facecolor=face,
+            edgecolor="black",
+            linestyle="--" if name in OPTIONAL else "-",
+            linewidth=2.0 if name == highlight else 1.0,
+            gid=f"box-{name}",
+        )
         ax.add_patch(box)
-        ax.text(x + width / 2, height / 2, label, ha="center", va="center", fontsize=8.5,
-                fontweight="bold" if name == highlight else "normal")
+        ax.text(
+            x + width / 2,
+            height / 2,
+            label,
+            ha="center",
+            va="center",
+            fontsize=8.5,
+            fontweight="bold" if name == highlight else "normal",
+        )
         ax.text(x + width / 2, -0.12, chapters, ha="center", va="top", fontsize=7.5, color="dimgray")
         if i:
-            ax.add_patch(FancyArrowPatch((x - gap, height / 2), (x, height / 2), arrowstyle="-|>",
-                                         mutation_scale=10, color="black"))
-    tie = FancyArrowPatch((centres["lookup"], height + 0.03), (centres["output"], height + 0.03),
-                          connectionstyle="arc3,rad=-0.12", arrowstyle="<|-|>", mutation_scale=10,
-                          color="tab:blue", linestyle="--")
+            ax.add_patch(
+                FancyArrowPatch(
+                    (x - gap, height / 2), (x, height / 2), arrowstyle="-|>", mutation_scale=10, color="black"
+                )
+            )
+    tie = FancyArrowPatch(
+        (centres["lookup"], height + 0.03),
+        (centres["output"], height + 0.03),
+        connectionstyle="arc3,rad=-0.12",
+        arrowstyle="<|-|>",
+        mutation_scale=10,
+        color="tab:blue",
+        linestyle="--",
+    )
     ax.add_patch(tie)
     middle = (centres["lookup"] + centres["output"]) / 2
-    ax.text(middle, height + 0.62, "the same (V, d) table W when input and output are tied",
-            ha="center", va="bottom", fontsize=8, color="tab:blue")
-    ax.text(centres["output"] + width / 2, -0.45, "ch. 6: making the whole path fast",
-            ha="right", va="top", fontsize=7.5, color="dimgray", style="italic")
+    ax.text(
+        middle,
+        height + 0.62,
+        "the same (V, d) table W when input and output are tied",
+        ha="center",
+        va="bottom",
+        fontsize=8,
+        color="tab:blue",
+    )
+    ax.text(
+        centres["output"] + width / 2,
+        -0.45,
+        "ch. 6: making the whole path fast",
+        ha="right",
+        va="top",
+        fontsize=7.5,
+        color="dimgray",
+        style="italic",
+    )
     ax.set_xlim(-0.1, len(BOXES) * (width + gap))
     ax.set_ylim(-0.65, height + 0.9)
     ax.set_axis_off()

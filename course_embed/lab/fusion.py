@@ -22,8 +22,9 @@ def max_abs_difference(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.detach().double() - b.detach().double().to(a.device)).abs().max().item()
 
 
-def fusion_costs(vocab_size: int, d_model: int, d_position: int, max_len: int, n_layers: int, d_ff: int,
-                 seq_len: int) -> dict[str, dict[str, int]]:
+def fusion_costs(
+    vocab_size: int, d_model: int, d_position: int, max_len: int, n_layers: int, d_ff: int, seq_len: int
+) -> dict[str, dict[str, int]]:
     """Parameters and forward FLOPs per token of three ways to combine a token table with a position table.
 
     * ``"add"``: token ``(V, d)`` + positions ``(L, d)``; the model is ``d`` wide.
@@ -42,15 +43,23 @@ def fusion_costs(vocab_size: int, d_model: int, d_position: int, max_len: int, n
         raise ValueError(f"d_position must be in (0, d_model={d_model}), got {d_position}")
     if max_len < 0:
         raise ValueError(f"max_len must be >= 0 (0 for sinusoidal positions), got {max_len}")
-    variants = {"add": (d_model, d_model, d_model), "concat": (d_model - d_position, d_position, d_model),
-                "concat_wider": (d_model, d_position, d_model + d_position)}
+    variants = {
+        "add": (d_model, d_model, d_model),
+        "concat": (d_model - d_position, d_position, d_model),
+        "concat_wider": (d_model, d_position, d_model + d_position),
+    }
     costs = {}
     for name, (d_token, d_pos, width) in variants.items():
         layers = parameter_count(ModelConfig(name, vocab_size, width, n_layers, d_ff))["layers"]
-        costs[name] = {"token": vocab_size * d_token, "position": max_len * d_pos,
-                       "embedding": vocab_size * d_token + max_len * d_pos, "layers": layers, "width": width,
-                       "fuse_flops": d_model if name == "add" else 0,
-                       "layer_flops": 2 * layers + 2 * n_layers * seq_len * width}
+        costs[name] = {
+            "token": vocab_size * d_token,
+            "position": max_len * d_pos,
+            "embedding": vocab_size * d_token + max_len * d_pos,
+            "layers": layers,
+            "width": width,
+            "fuse_flops": d_model if name == "add" else 0,
+            "layer_flops": 2 * layers + 2 * n_layers * seq_len * width,
+        }
     return costs
 
 
@@ -80,8 +89,9 @@ def fusion_probe(model: TransformerEmbedding, batch: int, seq_len: int, generato
     ``position`` (over ``seq_len`` classes) and ``position_within_1`` (off by at most one position).
     """
     if model.training and any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
-        raise ValueError("model is in training mode, so dropout would add noise to the probed vectors; "
-                         "call model.eval() first")
+        raise ValueError(
+            "model is in training mode, so dropout would add noise to the probed vectors; call model.eval() first"
+        )
     vocab_size = model.token.vocab_size
     ids = torch.randint(0, vocab_size, (batch, seq_len), generator=generator)
     with torch.no_grad():
@@ -89,12 +99,16 @@ def fusion_probe(model: TransformerEmbedding, batch: int, seq_len: int, generato
     positions = torch.arange(seq_len).repeat(batch)
     predicted, true = lda_predict(x, positions, seq_len)
     error = (predicted - true).abs()
-    return {"token": lda_probe(x, ids.flatten(), vocab_size), "position": (error == 0).double().mean().item(),
-            "position_within_1": (error <= 1).double().mean().item()}
+    return {
+        "token": lda_probe(x, ids.flatten(), vocab_size),
+        "position": (error == 0).double().mean().item(),
+        "position_within_1": (error <= 1).double().mean().item(),
+    }
 
 
-def fusion_gradients(model: TransformerEmbedding, ids: torch.Tensor,
-                     upstream: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def fusion_gradients(
+    model: TransformerEmbedding, ids: torch.Tensor, upstream: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of the token table and of the learned position table for the loss ``sum(model(ids) * upstream)``.
 
     Args:
@@ -107,18 +121,22 @@ def fusion_gradients(model: TransformerEmbedding, ids: torch.Tensor,
         fields are left untouched.
     """
     if model.position != "learned":
-        raise ValueError(f"fusion_gradients needs a learned position table, got position={model.position!r}; "
-                         f"build the model with position='learned'")
+        raise ValueError(
+            f"fusion_gradients needs a learned position table, got position={model.position!r}; "
+            f"build the model with position='learned'"
+        )
     out = model(ids)
     if upstream.shape != out.shape:
         raise ValueError(f"upstream must have the output's shape {tuple(out.shape)}, got {tuple(upstream.shape)}")
-    token_grad, position_grad = torch.autograd.grad((out * upstream).sum(),
-                                                    [model.token.weight, model.positions.weight])
+    token_grad, position_grad = torch.autograd.grad(
+        (out * upstream).sum(), [model.token.weight, model.positions.weight]
+    )
     return token_grad, position_grad
 
 
-def layer_norm_parts(tokens: torch.Tensor, positions: torch.Tensor,
-                     eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+def layer_norm_parts(
+    tokens: torch.Tensor, positions: torch.Tensor, eps: float = 1e-5
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Split ``LayerNorm(tokens + positions)`` (no affine) into a token part and a position part.
 
     LayerNorm subtracts the mean of the vector and divides by its std ``sigma``; both are shared by the two terms,
@@ -127,8 +145,10 @@ def layer_norm_parts(tokens: torch.Tensor, positions: torch.Tensor,
     """
     tokens, positions = torch.broadcast_tensors(tokens, positions)
     sigma = torch.sqrt((tokens + positions).var(dim=-1, unbiased=False, keepdim=True) + eps)
-    return ((tokens - tokens.mean(dim=-1, keepdim=True)) / sigma,
-            (positions - positions.mean(dim=-1, keepdim=True)) / sigma)
+    return (
+        (tokens - tokens.mean(dim=-1, keepdim=True)) / sigma,
+        (positions - positions.mean(dim=-1, keepdim=True)) / sigma,
+    )
 
 
 def scale_balance(tokens: torch.Tensor, positions: torch.Tensor, layer_norm: bool = False) -> dict[str, float]:
@@ -144,8 +164,12 @@ def scale_balance(tokens: torch.Tensor, positions: torch.Tensor, layer_norm: boo
         t, p = layer_norm_parts(t, p)
     t, p = torch.broadcast_tensors(t, p)
     tn, pn = t.norm(dim=-1), p.norm(dim=-1)
-    return {"fused_norm": (t + p).norm(dim=-1).mean().item(), "token_norm": tn.mean().item(),
-            "position_norm": pn.mean().item(), "position_share": (pn / (tn + pn)).mean().item()}
+    return {
+        "fused_norm": (t + p).norm(dim=-1).mean().item(),
+        "token_norm": tn.mean().item(),
+        "position_norm": pn.mean().item(),
+        "position_share": (pn / (tn + pn)).mean().item(),
+    }
 
 
 def binomial_mean_abs_error(n: int, keep: float) -> float:
@@ -160,8 +184,13 @@ def binomial_mean_abs_error(n: int, keep: float) -> float:
     if keep == 1:
         return 0.0
     k = torch.arange(n + 1, dtype=torch.float64)
-    log_pmf = (math.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma(n - k + 1)
-               + k * math.log(keep) + (n - k) * math.log1p(-keep))
+    log_pmf = (
+        math.lgamma(n + 1)
+        - torch.lgamma(k + 1)
+        - torch.lgamma(n - k + 1)
+        + k * math.log(keep)
+        + (n - k) * math.log1p(-keep)
+    )
     return (log_pmf.exp() * (k / (n * keep) - 1).abs()).sum().item()
 
 
@@ -195,15 +224,19 @@ def dropout_statistics(model: TransformerEmbedding, ids: torch.Tensor, n_samples
     model.train(was_training)
     live = (clean != 0).expand_as(noisy)
     kept = noisy != 0
-    return {"p": p, "eval_repeat_change": (again - clean).abs().max().item(),
-            "train_change": (noisy[0] - clean).abs().max().item(),
-            "zero_fraction": (live & ~kept).sum().item() / live.sum().item(),
-            "kept_scale_error": (noisy - clean / (1 - p))[kept].abs().max().item(),
-            "mean_relative_error": ((noisy.mean(dim=0) - clean).abs().mean() / clean.abs().mean()).item()}
+    return {
+        "p": p,
+        "eval_repeat_change": (again - clean).abs().max().item(),
+        "train_change": (noisy[0] - clean).abs().max().item(),
+        "zero_fraction": (live & ~kept).sum().item() / live.sum().item(),
+        "kept_scale_error": (noisy - clean / (1 - p))[kept].abs().max().item(),
+        "mean_relative_error": ((noisy.mean(dim=0) - clean).abs().mean() / clean.abs().mean()).item(),
+    }
 
 
-def pad_influence(embedding: torch.nn.Module, attention: torch.nn.MultiheadAttention, ids: torch.Tensor,
-                  n_pads: int, pad_id: int) -> dict[str, float]:
+def pad_influence(
+    embedding: torch.nn.Module, attention: torch.nn.MultiheadAttention, ids: torch.Tensor, n_pads: int, pad_id: int
+) -> dict[str, float]:
     """How ``n_pads`` trailing pad tokens change the self-attention outputs of the real tokens.
 
     Args:
@@ -232,14 +265,27 @@ def pad_influence(embedding: torch.nn.Module, attention: torch.nn.MultiheadAtten
         unmasked = attention(x_pad, x_pad, x_pad, need_weights=False)[0]
         masked = attention(x_pad, x_pad, x_pad, key_padding_mask=padded == pad_id, need_weights=False)[0]
     s = ids.shape[1]
-    return {"pad_input_norm": x_pad[:, s:].norm(dim=-1).mean().item(),
-            "unmasked": max_abs_difference(unmasked[:, :s], reference),
-            "masked": max_abs_difference(masked[:, :s], reference)}
+    return {
+        "pad_input_norm": x_pad[:, s:].norm(dim=-1).mean().item(),
+        "unmasked": max_abs_difference(unmasked[:, :s], reference),
+        "masked": max_abs_difference(masked[:, :s], reference),
+    }
 
 
 #: XLM-R base (Conneau et al., 2020): one SentencePiece vocabulary of 250,002 tokens shared by 100 languages.
-XLMR_BASE = ModelConfig("XLM-R base", 250002, 768, 12, 3072, positions=514, token_types=1, embedding_norm=True,
-                        final_norm=False, output="none", pooler=True)
+XLMR_BASE = ModelConfig(
+    "XLM-R base",
+    250002,
+    768,
+    12,
+    3072,
+    positions=514,
+    token_types=1,
+    embedding_norm=True,
+    final_norm=False,
+    output="none",
+    pooler=True,
+)
 
 
 def vocabulary_parameters(d_model: int, shared_vocab: int, per_language_vocab: Sequence[int]) -> dict[str, int]:
@@ -249,11 +295,11 @@ def vocabulary_parameters(d_model: int, shared_vocab: int, per_language_vocab: S
     :class:`~course_embed.multilingual.MultilingualEmbedding` with those vocabularies).
     """
     if shared_vocab < 1 or not per_language_vocab or min(per_language_vocab) < 1:
-        raise ValueError(f"vocabulary sizes must be positive, got shared_vocab={shared_vocab} and "
-                         f"per_language_vocab={list(per_language_vocab)}")
+        raise ValueError(
+            f"vocabulary sizes must be positive, got shared_vocab={shared_vocab} and "
+            f"per_language_vocab={list(per_language_vocab)}"
+        )
     return {"shared": shared_vocab * d_model, "separate": sum(per_language_vocab) * d_model}
-
-
 
 
 def _series(name: str, values, length: int | None = None, positive: bool = False) -> list[float]:
@@ -313,8 +359,6 @@ def plot_dropout_average(n_samples: list[int], measured: list[float], predicted:
     return fig
 
 
-
-
 def plot_cosine_histograms(cosines: dict[int, torch.Tensor]):
     """Histograms of ``cos(token, position)`` per width ``d`` (``{d: (n,) cosines}``), with the closed-form
     ``E|cos|`` (:func:`expected_abs_cosine`) marked at ``+-`` on each."""
@@ -323,8 +367,14 @@ def plot_cosine_histograms(cosines: dict[int, torch.Tensor]):
     fig, ax = plt.subplots(figsize=(8, 3.2))
     bins = torch.linspace(-1, 1, 81).numpy()
     for d, values in cosines.items():
-        line = ax.hist(values.detach().double().cpu().numpy(), bins=bins, density=True, histtype="step", lw=1.4,
-                       label=f"d = {d}: E|cos| = {expected_abs_cosine(d):.3f}")[2][0]
+        line = ax.hist(
+            values.detach().double().cpu().numpy(),
+            bins=bins,
+            density=True,
+            histtype="step",
+            lw=1.4,
+            label=f"d = {d}: E|cos| = {expected_abs_cosine(d):.3f}",
+        )[2][0]
         for sign in (-1, 1):
             ax.axvline(sign * expected_abs_cosine(d), color=line.get_edgecolor(), ls=":", lw=1)
     ax.set_xlabel("cos(token vector, position vector)")

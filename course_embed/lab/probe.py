@@ -17,13 +17,15 @@ fails, not that no layer could recover the label.
 
 Shapes: ``n`` vectors, ``d`` width, ``k`` classes, ``m`` held-out rows.
 """
+
 from __future__ import annotations
 
 import torch
 
 
-def lda_predict(features: torch.Tensor, labels: torch.Tensor, n_classes: int, train_fraction: float = 0.75,
-                ridge: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+def lda_predict(
+    features: torch.Tensor, labels: torch.Tensor, n_classes: int, train_fraction: float = 0.75, ridge: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Fit a linear probe (linear discriminant analysis) on the first rows; predict the rest.
 
     Args:
@@ -41,14 +43,16 @@ def lda_predict(features: torch.Tensor, labels: torch.Tensor, n_classes: int, tr
     covariance. It is fitted in closed form, in float64 on the CPU, so the result does not depend on the device.
     """
     if features.dim() != 2 or labels.shape != features.shape[:1]:
-        raise ValueError(f"features must be (n, d) and labels (n,), got {tuple(features.shape)} and "
-                         f"{tuple(labels.shape)}")
+        raise ValueError(
+            f"features must be (n, d) and labels (n,), got {tuple(features.shape)} and {tuple(labels.shape)}"
+        )
     if not 0 < train_fraction < 1:
         raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction}")
     x, y = features.detach().double().cpu(), labels.detach().long().cpu()
     if y.min() < 0 or y.max() >= n_classes:
-        raise ValueError(f"labels must lie in [0, n_classes={n_classes}), got values in [{int(y.min())}, "
-                         f"{int(y.max())}]")
+        raise ValueError(
+            f"labels must lie in [0, n_classes={n_classes}), got values in [{int(y.min())}, {int(y.max())}]"
+        )
     n_train = int(train_fraction * len(x))
     if not 0 < n_train < len(x):
         raise ValueError(f"train_fraction={train_fraction} of {len(x)} rows leaves no rows to fit or to test")
@@ -63,8 +67,14 @@ def lda_predict(features: torch.Tensor, labels: torch.Tensor, n_classes: int, tr
     return (x[n_train:] @ weights + bias).argmax(dim=1), y[n_train:]
 
 
-def lda_probe(features: torch.Tensor, labels: torch.Tensor, n_classes: int, train_fraction: float = 0.75,
-              tolerance: int = 0, ridge: float = 1e-6) -> float:
+def lda_probe(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    n_classes: int,
+    train_fraction: float = 0.75,
+    tolerance: int = 0,
+    ridge: float = 1e-6,
+) -> float:
     """Held-out accuracy of the linear probe :func:`lda_predict` reading ``labels`` from ``features`` ``(n, d)``.
 
     A prediction counts as right when ``|predicted - label| <= tolerance`` (for ordered labels such as positions).
@@ -84,7 +94,9 @@ def nearest_mean_predict(features: torch.Tensor, means: torch.Tensor) -> torch.T
         ``(n,)`` predicted classes (CPU, int64): ``argmax_c x . m_c - ||m_c||^2 / 2``, computed in float64.
     """
     if features.dim() != 2 or means.dim() != 2 or features.shape[1] != means.shape[1]:
-        raise ValueError(f"features must be (n, d) and means (k, d) with the same d, got "
-                         f"{tuple(features.shape)} and {tuple(means.shape)}")
+        raise ValueError(
+            f"features must be (n, d) and means (k, d) with the same d, got "
+            f"{tuple(features.shape)} and {tuple(means.shape)}"
+        )
     x, m = features.detach().double().cpu(), means.detach().double().cpu()
     return (x @ m.T - 0.5 * m.pow(2).sum(dim=-1)).argmax(dim=-1)

@@ -15,6 +15,7 @@ import torch
 from .probe import nearest_mean_predict
 from .token_embedding import init_std, row_norms
 
+
 def expected_token_norm(init: str, vocab_size: int, d_model: int, scale: bool) -> float:
     """Root-mean-square row norm ``sqrt(E ||x||^2)`` of the token vectors of a fresh ``(v, d)`` table.
 
@@ -85,11 +86,15 @@ def logit_stats(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tenso
         targets: token ids ``(*)``, the leading shape of ``hidden``.
     """
     if hidden.shape[-1] != weight.shape[-1]:
-        raise ValueError(f"hidden has width {hidden.shape[-1]} but weight is {tuple(weight.shape)}; "
-                         f"hidden must be (..., d) and weight (v, d)")
+        raise ValueError(
+            f"hidden has width {hidden.shape[-1]} but weight is {tuple(weight.shape)}; "
+            f"hidden must be (..., d) and weight (v, d)"
+        )
     if targets.shape != hidden.shape[:-1]:
-        raise ValueError(f"targets must have shape {tuple(hidden.shape[:-1])} (hidden without its last dimension), "
-                         f"got {tuple(targets.shape)}")
+        raise ValueError(
+            f"targets must have shape {tuple(hidden.shape[:-1])} (hidden without its last dimension), "
+            f"got {tuple(targets.shape)}"
+        )
     logits = hidden.detach().double().reshape(-1, hidden.shape[-1]) @ weight.detach().double().T  # (n, v)
     target_logits = logits.gather(1, targets.reshape(-1, 1).to(logits.device)).squeeze(1)  # (n,)
     loss = (torch.logsumexp(logits, dim=-1) - target_logits).mean()
@@ -112,8 +117,7 @@ class ReadBack:
     token_chance: float
 
 
-def read_back(tokens: torch.Tensor, positions: torch.Tensor, sequences: int,
-              generator: torch.Generator) -> ReadBack:
+def read_back(tokens: torch.Tensor, positions: torch.Tensor, sequences: int, generator: torch.Generator) -> ReadBack:
     """Read the position and the token back from ``token + position``, with the true class means as centroids.
 
     Draws ``sequences`` sequences of ``s`` uniformly random ids, forms ``x = tokens[id] + positions[p]`` and
@@ -129,8 +133,10 @@ def read_back(tokens: torch.Tensor, positions: torch.Tensor, sequences: int,
         generator: CPU generator that draws the ids.
     """
     if positions.dim() != 2 or tokens.dim() != 2 or tokens.shape[1] != positions.shape[1]:
-        raise ValueError(f"tokens must be (v, d) and positions (s, d) with the same d, got "
-                         f"{tuple(tokens.shape)} and {tuple(positions.shape)}")
+        raise ValueError(
+            f"tokens must be (v, d) and positions (s, d) with the same d, got "
+            f"{tuple(tokens.shape)} and {tuple(positions.shape)}"
+        )
     if sequences < 1:
         raise ValueError(f"sequences must be a positive integer, got {sequences}")
     t, pe = tokens.detach().double().cpu(), positions.detach().double().cpu()
@@ -140,10 +146,13 @@ def read_back(tokens: torch.Tensor, positions: torch.Tensor, sequences: int,
     where = torch.arange(s).repeat(sequences)
     pos = nearest_mean_predict(x, pe + t.mean(dim=0))
     tok = torch.cat([nearest_mean_predict(chunk, t + pe.mean(dim=0)) for chunk in x.split(1024)])
-    return ReadBack(position_accuracy=(pos == where).double().mean().item(),
-                    position_abs_error=(pos - where).abs().double().mean().item(),
-                    token_accuracy=(tok == ids.flatten()).double().mean().item(),
-                    position_chance=1 / s, token_chance=1 / v)
+    return ReadBack(
+        position_accuracy=(pos == where).double().mean().item(),
+        position_abs_error=(pos - where).abs().double().mean().item(),
+        token_accuracy=(tok == ids.flatten()).double().mean().item(),
+        position_chance=1 / s,
+        token_chance=1 / v,
+    )
 
 
 def _check_float_dtype(dtype: torch.dtype) -> torch.finfo:
@@ -212,10 +221,14 @@ def plot_row_norms(norms: dict[str, tuple[float, float]], position_norm: float, 
         xs = [i + (k - 0.5) * width for i in range(len(names))]
         heights = [norms[n][k] for n in names]
         ax.bar(xs, heights, width, color=color, label=label)
-        for x, h in zip(xs, heights):
+        for x, h in zip(xs, heights, strict=False):
             ax.text(x, h, f"{h:.3g}", ha="center", va="bottom", fontsize=8)
-    ax.axhline(position_norm, color="black", linestyle="--",
-               label=rf"sinusoidal position, $\sqrt{{d/2}}$ = {position_norm:.3g}")
+    ax.axhline(
+        position_norm,
+        color="black",
+        linestyle="--",
+        label=rf"sinusoidal position, $\sqrt{{d/2}}$ = {position_norm:.3g}",
+    )
     ax.set_yscale("log")
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel(f"RMS row norm (d = {d_model})")
@@ -266,19 +279,20 @@ def plot_read_back(labels: list[str], position: list[float], token: list[float],
     """
     position, token = _check_series("position", position), _check_series("token", token)
     if not len(labels) == len(position) == len(token):
-        raise ValueError(f"labels, position and token must have equal lengths, got {len(labels)}, "
-                         f"{len(position)}, {len(token)}")
+        raise ValueError(
+            f"labels, position and token must have equal lengths, got {len(labels)}, {len(position)}, {len(token)}"
+        )
     if not all(0 <= a <= 1 for a in position + token + [position_chance]):
         raise ValueError("accuracies and position_chance must lie in [0, 1]")
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(labels) + 1.3))
     rows = range(len(labels))
-    for offset, values, color, name in ((-0.2, position, "tab:blue", "position"),
-                                        (0.2, token, "tab:orange", "token")):
+    for offset, values, color, name in ((-0.2, position, "tab:blue", "position"), (0.2, token, "tab:orange", "token")):
         ax.barh([r + offset for r in rows], values, height=0.38, color=color, label=f"reads the {name}")
-        for r, a in zip(rows, values):
+        for r, a in zip(rows, values, strict=False):
             ax.text(a + 0.01, r + offset, f"{a:.1%}", va="center", fontsize=8)
-    ax.axvline(position_chance, color="black", linestyle="--", linewidth=1,
-               label=f"position chance, {position_chance:.1%}")
+    ax.axvline(
+        position_chance, color="black", linestyle="--", linewidth=1, label=f"position chance, {position_chance:.1%}"
+    )
     ax.set_yticks(list(rows), labels)
     ax.invert_yaxis()
     ax.set_xlim(0, 1.15)
@@ -298,13 +312,12 @@ def plot_sums(sums: dict[str, torch.Tensor]):
     if not sums:
         raise ValueError("sums is empty; pass {label: (s, d) tensor} for at least one panel")
     fig, axes = plt.subplots(1, len(sums), figsize=(3.4 * len(sums), 3.2), squeeze=False)
-    for ax, (label, x) in zip(axes[0], sums.items()):
+    for ax, (label, x) in zip(axes[0], sums.items(), strict=False):
         if x.dim() != 2:
             raise ValueError(f"sums[{label!r}] must be (s, d), got {tuple(x.shape)}")
         values = x.detach().double().cpu()
         limit = values.abs().max().item()
-        image = ax.imshow(values, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto",
-                          interpolation="nearest")
+        image = ax.imshow(values, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto", interpolation="nearest")
         fig.colorbar(image, ax=ax, fraction=0.05)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("dimension")
@@ -331,10 +344,10 @@ def plot_training(curves: dict[str, list[list[float]]], every: int, log_v: float
             raise ValueError(f"curves[{label!r}] must hold runs of equal length, got lengths {lengths}")
         values = torch.tensor(runs, dtype=torch.float64)  # (seeds, points)
         steps = [every * i for i in range(values.shape[1])]
-        line, = ax.plot(steps, values.mean(0), marker="o", markersize=3, label=label,
-                        linestyle=("-", "--", ":", "-.")[k % 4])  # equal curves stay visible
-        ax.fill_between(steps, values.min(0).values, values.max(0).values, color=line.get_color(),
-                        alpha=0.2)
+        (line,) = ax.plot(
+            steps, values.mean(0), marker="o", markersize=3, label=label, linestyle=("-", "--", ":", "-.")[k % 4]
+        )  # equal curves stay visible
+        ax.fill_between(steps, values.min(0).values, values.max(0).values, color=line.get_color(), alpha=0.2)
     ax.axhline(log_v, color="gray", linestyle="--", linewidth=1, label="uniform guess, log V")
     ax.set_yscale("log")
     ax.set_xlabel("training step")

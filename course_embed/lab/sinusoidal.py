@@ -46,8 +46,16 @@ def adjacent_change(table: torch.Tensor) -> torch.Tensor:
     return (t[1:] - t[:-1]).abs().mean(dim=0)
 
 
-def rotation_error(k: int, d_model: int, *, length: int = 1000, offset: int = 0, base: float = 10000.0,
-                   dtype: torch.dtype = torch.float64, device=None) -> float:
+def rotation_error(
+    k: int,
+    d_model: int,
+    *,
+    length: int = 1000,
+    offset: int = 0,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float64,
+    device=None,
+) -> float:
     """Largest ``|M_k @ PE[p] - PE[p + k]|`` over ``p = offset .. offset + length - 1``.
 
     The table (:func:`~course_embed.sinusoidal_table`) and ``M_k`` (:func:`~course_embed.offset_rotation`) are
@@ -117,13 +125,15 @@ def table_error(table: torch.Tensor, offset: int = 0, base: float = 10000.0) -> 
     ``offset .. offset + s - 1``. NaN if the table holds NaN, inf if it holds inf.
     """
     _check_table(table)
-    reference = sinusoidal_table(table.shape[0], table.shape[1], base, offset=offset, dtype=torch.float64,
-                                 device=table.device)  # (s, d)
+    reference = sinusoidal_table(
+        table.shape[0], table.shape[1], base, offset=offset, dtype=torch.float64, device=table.device
+    )  # (s, d)
     return (table.detach().double() - reference).abs().max().item()
 
 
-def naive_table(length: int, d_model: int, dtype: torch.dtype, *, offset: int = 0, base: float = 10000.0,
-                device=None) -> torch.Tensor:
+def naive_table(
+    length: int, d_model: int, dtype: torch.dtype, *, offset: int = 0, base: float = 10000.0, device=None
+) -> torch.Tensor:
     """A deliberately buggy sinusoidal table: positions, frequencies and angles all computed in ``dtype``.
 
     This is what an implementation does when it builds ``arange(max_len)`` in the model's dtype (or under
@@ -195,8 +205,9 @@ def unseen_angle_gap(train_len: int, test_len: int, d_model: int, base: float = 
 def _heatmap(ax, table: torch.Tensor, d_model: int, base: float):
     """Draw a ``(s, d_shown)`` slice of a sinusoidal table: positions down, dimensions across, wavelengths on top."""
     shown = table.shape[1]
-    image = ax.imshow(table.detach().cpu().float().numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
-                      interpolation="nearest")
+    image = ax.imshow(
+        table.detach().cpu().float().numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
+    )
     ax.set_xlabel("dimension index (0 = fastest)")
     ax.set_ylabel("position")
     ticks = sorted({2 * round(f * (shown - 2) / 2) for f in (0, 0.25, 0.5, 0.75, 1)})
@@ -214,8 +225,7 @@ def halves_layout(table: torch.Tensor) -> torch.Tensor:
     return torch.cat((table[:, 0::2], table[:, 1::2]), dim=1)
 
 
-def plot_heatmap(length: int = 100, d_model: int = 512, dims: int = 128, base: float = 10000.0,
-                 halves: bool = False):
+def plot_heatmap(length: int = 100, d_model: int = 512, dims: int = 128, base: float = 10000.0, halves: bool = False):
     """Heatmap of the first ``dims`` dimensions of a ``(length, d_model)`` sinusoidal table, labelled correctly.
 
     Low dimension indices (left) are the fast, short-wavelength ones; wavelengths grow to the right. With
@@ -225,14 +235,16 @@ def plot_heatmap(length: int = 100, d_model: int = 512, dims: int = 128, base: f
     if not 2 <= dims <= d_model:
         raise ValueError(f"dims must lie in [2, d_model={d_model}], got {dims}")
     table = sinusoidal_table(length, d_model, base)[:, :dims]  # (s, dims)
-    fig, axes = plt.subplots(1, 2 if halves else 1, figsize=(11 if halves else 8, 4.4), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        1, 2 if halves else 1, figsize=(11 if halves else 8, 4.4), squeeze=False, layout="constrained"
+    )
     image = _heatmap(axes[0, 0], table, d_model, base)
     if halves:
         axes[0, 0].set_title("interleaved: sin, cos, sin, cos, ... (the paper, this course)", fontsize=9)
         right = axes[0, 1]
-        right.imshow(halves_layout(table).numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
-                     interpolation="nearest")
+        right.imshow(
+            halves_layout(table).numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
+        )
         right.axvline(dims / 2 - 0.5, color="k", lw=1)
         right.set_xlabel(f"column: sines of pairs 0-{dims // 2 - 1}, then their cosines")
         right.set_ylabel("position")
@@ -267,9 +279,10 @@ def plot_score_terms(terms: dict[str, torch.Tensor], title: str = ""):
         raise ValueError("terms must map names to (queries, keys) matrices")
     limit = max(t.abs().max().item() for t in terms.values())
     fig, axes = plt.subplots(1, len(terms), figsize=(2.9 * len(terms), 3.1), squeeze=False)
-    for ax, (name, term) in zip(axes[0], terms.items()):
-        image = ax.imshow(term.detach().double().numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit,
-                          interpolation="nearest")
+    for ax, (name, term) in zip(axes[0], terms.items(), strict=False):
+        image = ax.imshow(
+            term.detach().double().numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest"
+        )
         ax.set_title(f"{name}\n(std {term.double().std().item():.2f})", fontsize=9)
         ax.set_xlabel("key position q")
     axes[0, 0].set_ylabel("query position p")
@@ -313,17 +326,22 @@ def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512,
     offsets = torch.arange(1, max_offset + 1)
     for d in d_models:
         dots = dot_by_offset(max_offset, d, base) / (d / 2)  # (max_offset + 1,), 1 at k = 0
-        line, = ax.plot(offsets.numpy(), dots[1:].numpy(), lw=1, label=f"d_model = {d}")
+        (line,) = ax.plot(offsets.numpy(), dots[1:].numpy(), lw=1, label=f"d_model = {d}")
         rise = first_rise(d, base, max_offset)
         if rise is not None:
             ax.plot([rise], [dots[rise].item()], "o", color=line.get_color(), ms=6)
-            ax.annotate(f"first rise at k = {rise}", (rise, dots[rise].item()), textcoords="offset points",
-                        xytext=(8, 8), fontsize=8, color=line.get_color())
+            ax.annotate(
+                f"first rise at k = {rise}",
+                (rise, dots[rise].item()),
+                textcoords="offset points",
+                xytext=(8, 8),
+                fontsize=8,
+                color=line.get_color(),
+            )
     ax.set_xscale("log")
     ax.set_xlabel("offset k = |p - q| (positions)")
     ax.set_ylabel("PE[p] . PE[q] / (d/2)")
-    ax.set_title("PE(p) . PE(q) by offset (closed form): falling overall, with bumps, flat past ~1000",
-                 fontsize=10)
+    ax.set_title("PE(p) . PE(q) by offset (closed form): falling overall, with bumps, flat past ~1000", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -336,13 +354,20 @@ def plot_unseen_angles(train_len: int = 512, test_len: int = 2048, d_model: int 
     fig, ax = plt.subplots(figsize=(8, 3))
     ax.plot(range(len(gaps)), gaps.numpy(), color="tab:red", lw=1.2)
     ax.axvline(turned - 0.5, color="gray", ls="--", lw=1)
-    ax.text(turned, 0.92 * math.pi, f"  pairs {turned}+ never completed a turn in {train_len} positions",
-            fontsize=8, va="top")
+    ax.text(
+        turned,
+        0.92 * math.pi,
+        f"  pairs {turned}+ never completed a turn in {train_len} positions",
+        fontsize=8,
+        va="top",
+    )
     ax.set_ylim(0, math.pi)
     ax.set_xlabel("pair index i (dimensions 2i, 2i + 1; 0 = fastest)")
     ax.set_ylabel("largest angle gap (rad)")
-    ax.set_title(f"positions {train_len}-{test_len - 1} put slow pairs at angles never seen in positions "
-                 f"0-{train_len - 1}", fontsize=10)
+    ax.set_title(
+        f"positions {train_len}-{test_len - 1} put slow pairs at angles never seen in positions 0-{train_len - 1}",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig
 
@@ -361,11 +386,11 @@ def pair_circles(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), base
     fig, axes = plt.subplots(1, len(pairs), figsize=(1.6 * len(pairs), 2.0), dpi=144)
     axes = [axes] if len(pairs) == 1 else list(axes)
     hands, trails = [], []
-    for ax, i in zip(axes, pairs):
+    for ax, i in zip(axes, pairs, strict=False):
         # a flat disc without antialiasing keeps every PNG frame small
         ax.add_patch(patches.Circle((0, 0), 1, facecolor="#e8eef6", edgecolor="none", antialiased=False))
-        trail, = ax.plot([], [], "o", color="tab:orange", ms=2.5, alpha=0.6)
-        hand, = ax.plot([0, 0], [0, 1], "-o", color="tab:blue", markevery=[1])
+        (trail,) = ax.plot([], [], "o", color="tab:orange", ms=2.5, alpha=0.6)
+        (hand,) = ax.plot([0, 0], [0, 1], "-o", color="tab:blue", markevery=[1])
         hands.append(hand)
         trails.append(trail)
         ax.set_aspect("equal")
@@ -378,7 +403,7 @@ def pair_circles(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), base
 
     def update(p: int):
         table = sinusoidal_table(p + 1, d_model, base)  # (p + 1, d): this position and the earlier ones
-        for hand, trail, i in zip(hands, trails, pairs):
+        for hand, trail, i in zip(hands, trails, pairs, strict=False):
             hand.set_data([0, table[p, 2 * i].item()], [0, table[p, 2 * i + 1].item()])
             trail.set_data(table[:p, 2 * i].numpy(), table[:p, 2 * i + 1].numpy())
         title.set_text(f"position {p}")
@@ -395,8 +420,15 @@ def _quantize_png(match: re.Match, colors: int) -> str:
     return f'data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}"'
 
 
-def animate_pairs(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), positions: int = 24,
-                  base: float = 10000.0, name: str = "pairs", interval: int = 450, colors: int = 16) -> str:
+def animate_pairs(
+    d_model: int = 64,
+    pairs: tuple[int, ...] = (0, 4, 8, 16),
+    positions: int = 24,
+    base: float = 10000.0,
+    name: str = "pairs",
+    interval: int = 450,
+    colors: int = 16,
+) -> str:
     """An HTML animation (``to_jshtml``: PNG frames and inline JavaScript) of :func:`pair_circles` for positions
     ``0 .. positions - 1``, one frame each; it plays on a static page, without a kernel.
 

@@ -102,13 +102,21 @@ def context_windows(ids: torch.Tensor, window: int = 2) -> tuple[torch.Tensor, t
         raise ValueError(f"ids must be (n,) with n > 2 * window = {2 * window}, got {tuple(ids.shape)}")
     n = len(ids)
     offsets = [o for o in range(-window, window + 1) if o != 0]
-    centre = ids[window:n - window]
-    context = torch.stack([ids[window + o:n - window + o] for o in offsets], dim=1)
+    centre = ids[window : n - window]
+    context = torch.stack([ids[window + o : n - window + o] for o in offsets], dim=1)
     return centre, context
 
 
-def train_context_table(ids: torch.Tensor, vocab_size: int, d_model: int, steps: int, seed: int,
-                        window: int = 2, batch: int = 256, lr: float = 0.05) -> torch.Tensor:
+def train_context_table(
+    ids: torch.Tensor,
+    vocab_size: int,
+    d_model: int,
+    steps: int,
+    seed: int,
+    window: int = 2,
+    batch: int = 256,
+    lr: float = 0.05,
+) -> torch.Tensor:
     """Train a ``(v, d)`` table to predict each token's neighbours from its row; return the trained table.
 
     The model is a skip-gram with one output matrix per offset: ``logits_j = W[centre] @ U_j.T``. Adam,
@@ -124,7 +132,7 @@ def train_context_table(ids: torch.Tensor, vocab_size: int, d_model: int, steps:
     with single_thread():
         gen = torch.Generator().manual_seed(seed)
         table = nn.Parameter(torch.randn(vocab_size, d_model, generator=gen))
-        heads = nn.Parameter(torch.randn(2 * window, vocab_size, d_model, generator=gen) * d_model ** -0.5)
+        heads = nn.Parameter(torch.randn(2 * window, vocab_size, d_model, generator=gen) * d_model**-0.5)
         opt = torch.optim.Adam([table, heads], lr=lr)
         for _ in range(steps):
             rows = torch.randint(0, len(centre), (batch,), generator=gen)
@@ -146,8 +154,7 @@ def class_similarity(cosines: torch.Tensor, labels: list[int]) -> tuple[float, f
     """Mean cosine of pairs in the same class and of pairs in different classes (diagonal excluded)."""
     lab = torch.tensor(labels)
     if cosines.shape != (len(lab), len(lab)):
-        raise ValueError(f"cosines must be ({len(lab)}, {len(lab)}) for {len(lab)} labels, "
-                         f"got {tuple(cosines.shape)}")
+        raise ValueError(f"cosines must be ({len(lab)}, {len(lab)}) for {len(lab)} labels, got {tuple(cosines.shape)}")
     same = lab[:, None] == lab[None, :]
     off = ~torch.eye(len(lab), dtype=torch.bool)
     return cosines[same & off].mean().item(), cosines[~same].mean().item()
@@ -193,20 +200,28 @@ class TinyTransformer(nn.Module):
         return h @ (self.embed.weight if self.head is None else self.head.weight).T  # (b, s, v)
 
 
-def _batched_logits(params: dict[str, torch.Tensor], ids: torch.Tensor, pe: torch.Tensor,
-                    factor: torch.Tensor, pre: torch.Tensor, tied: torch.Tensor) -> torch.Tensor:
+def _batched_logits(
+    params: dict[str, torch.Tensor],
+    ids: torch.Tensor,
+    pe: torch.Tensor,
+    factor: torch.Tensor,
+    pre: torch.Tensor,
+    tied: torch.Tensor,
+) -> torch.Tensor:
     """:meth:`TinyTransformer.forward` for ``r`` models at once; parameters stacked on a leading dim ``r``.
 
     ids ``(r, b, s)`` -> logits ``(r, b, s, v)``; ``factor`` ``(r, 1, 1, 1)``, ``pre`` ``(r, 1, 1, 1)`` and
     ``tied`` ``(r, 1, 1)`` pick each model's variant.
     """
+
     def norm(x, name):
-        return F.layer_norm(x, x.shape[-1:]) * params[f"{name}.weight"][:, None, None] \
+        return (
+            F.layer_norm(x, x.shape[-1:]) * params[f"{name}.weight"][:, None, None]
             + params[f"{name}.bias"][:, None, None]
+        )
 
     def linear(x, name):  # (r, b, s, i) -> (r, b, s, o) as one batched matmul over r
-        y = torch.baddbmm(params[f"{name}.bias"][:, None], x.flatten(1, 2),
-                          params[f"{name}.weight"].transpose(1, 2))
+        y = torch.baddbmm(params[f"{name}.bias"][:, None], x.flatten(1, 2), params[f"{name}.weight"].transpose(1, 2))
         return y.view(*x.shape[:-1], -1)
 
     table = params["embed.weight"]  # (r, v, d)
@@ -230,9 +245,17 @@ class RunResult:
     every: int
 
 
-def train_reverse(settings: list[Setting], seeds: list[int], steps: int = 150, vocab_size: int = 32,
-                  d_model: int = 32, seq: int = 8, batch: int = 16, lr: float = 1e-2,
-                  every: int = 25) -> list[RunResult]:
+def train_reverse(
+    settings: list[Setting],
+    seeds: list[int],
+    steps: int = 150,
+    vocab_size: int = 32,
+    d_model: int = 32,
+    seq: int = 8,
+    batch: int = 16,
+    lr: float = 1e-2,
+    every: int = 25,
+) -> list[RunResult]:
     """Train one :class:`TinyTransformer` per (setting, seed) on :func:`reverse_batch`; Adam, one thread.
 
     Model ``(setting, seed)`` is initialised after ``torch.manual_seed(seed)`` and trained on the batches of
@@ -258,9 +281,10 @@ def train_reverse(settings: list[Setting], seeds: list[int], steps: int = 150, v
             torch.manual_seed(seed)
             models.append(TinyTransformer(vocab_size, d_model, seq, setting))
         zero_head = torch.zeros(vocab_size, d_model)
-        params = {name: nn.Parameter(torch.stack([dict(m.named_parameters()).get(name, zero_head).detach()
-                                                  for m in models]))
-                  for name in dict(models[-1].named_parameters()) | {"head.weight": None}}
+        params = {
+            name: nn.Parameter(torch.stack([dict(m.named_parameters()).get(name, zero_head).detach() for m in models]))
+            for name in dict(models[-1].named_parameters()) | {"head.weight": None}
+        }
         pe = models[0].pe
         factor = torch.tensor([m.embed.multiplier for m in models]).view(-1, 1, 1, 1)
         pre = torch.tensor([s.pre_norm for s, _ in runs]).view(-1, 1, 1, 1)
@@ -292,5 +316,7 @@ def train_reverse(settings: list[Setting], seeds: list[int], steps: int = 150, v
                 history.append(held_out()[0])
         accuracy = held_out()[1]
     curves = torch.stack(history, dim=1)  # (r, points)
-    return [RunResult(setting, seed, tuple(curves[i].tolist()), accuracy[i].item(), every)
-            for i, (setting, seed) in enumerate(runs)]
+    return [
+        RunResult(setting, seed, tuple(curves[i].tolist()), accuracy[i].item(), every)
+        for i, (setting, seed) in enumerate(runs)
+    ]

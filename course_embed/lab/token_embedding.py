@@ -17,7 +17,7 @@ def init_std(init: str, vocab_size: int, d_model: int) -> float:
     ``"normal"`` (``nn.Embedding``'s default) is N(0, 1); ``"xavier_uniform"`` is U(±a) with
     ``a = sqrt(6 / (v + d))``, std ``a / sqrt(3) = sqrt(2 / (v + d))``; ``"scaled_normal"`` is N(0, d**-0.5).
     """
-    stds = {"normal": 1.0, "xavier_uniform": math.sqrt(2.0 / (vocab_size + d_model)), "scaled_normal": d_model ** -0.5}
+    stds = {"normal": 1.0, "xavier_uniform": math.sqrt(2.0 / (vocab_size + d_model)), "scaled_normal": d_model**-0.5}
     if init not in stds:
         raise ValueError(f"init must be one of {tuple(stds)}, got {init!r}")
     return stds[init]
@@ -72,21 +72,43 @@ def parameter_count(cfg: ModelConfig) -> dict[str, int]:
         "position": cfg.positions * d,
         "other_embedding": cfg.token_types * d + (norm if cfg.embedding_norm else 0),
         "layers": cfg.n_layers * (attention + ffn + 2 * norm),
-        "head": ((norm if cfg.final_norm else 0) + (cfg.vocab_size * d if cfg.output == "untied" else 0)
-                 + (d * d + d if cfg.pooler else 0)),
+        "head": (
+            (norm if cfg.final_norm else 0)
+            + (cfg.vocab_size * d if cfg.output == "untied" else 0)
+            + (d * d + d if cfg.pooler else 0)
+        ),
     }
     parts["total"] = sum(parts.values())
     return parts
 
 
 #: Published configurations; their totals match the released checkpoints (tested).
-BERT_BASE = ModelConfig("BERT-base", 30522, 768, 12, 3072, positions=512, token_types=2, embedding_norm=True,
-                        final_norm=False, output="none", pooler=True)
-BERT_LARGE = ModelConfig("BERT-large", 30522, 1024, 24, 4096, positions=512, token_types=2, embedding_norm=True,
-                         final_norm=False, output="none", pooler=True)
+BERT_BASE = ModelConfig(
+    "BERT-base",
+    30522,
+    768,
+    12,
+    3072,
+    positions=512,
+    token_types=2,
+    embedding_norm=True,
+    final_norm=False,
+    output="none",
+    pooler=True,
+)
+BERT_LARGE = ModelConfig(
+    "BERT-large",
+    30522,
+    1024,
+    24,
+    4096,
+    positions=512,
+    token_types=2,
+    embedding_norm=True,
+    final_norm=False,
+    output="none",
+    pooler=True,
+)
 GPT2_SMALL = ModelConfig("GPT-2 small", 50257, 768, 12, 3072, positions=1024)
-LLAMA2_7B = ModelConfig("LLaMA-2 7B", 32000, 4096, 32, 11008, bias=False, gated_ffn=True, norm="rms",
-                        output="untied")
+LLAMA2_7B = ModelConfig("LLaMA-2 7B", 32000, 4096, 32, 11008, bias=False, gated_ffn=True, norm="rms", output="untied")
 PUBLISHED_CONFIGS = (BERT_BASE, BERT_LARGE, GPT2_SMALL, LLAMA2_7B)
-
-

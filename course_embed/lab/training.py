@@ -97,9 +97,9 @@ class TinyEnsemble(nn.Module):
         for e, s in enumerate(specs):
             d_t, d_p = s.widths
             masks[0, e, :d_t] = 1
-            masks[1, e, s.d_model - d_p:s.d_model] = 1
-            masks[2, e, :s.d_model] = 1
-            hidden[e, :4 * s.d_model] = 1
+            masks[1, e, s.d_model - d_p : s.d_model] = 1
+            masks[2, e, : s.d_model] = 1
+            hidden[e, : 4 * s.d_model] = 1
         self.register_buffer("token_mask", masks[0])
         self.register_buffer("position_mask", masks[1])
         self.register_buffer("active", masks[2])
@@ -108,9 +108,20 @@ class TinyEnsemble(nn.Module):
         self.register_buffer("causal", torch.tensor([s.causal for s in specs]))
         self.register_buffer("token_scale", torch.tensor([math.sqrt(s.widths[0]) for s in specs]))
         self.register_buffer("score_scale", torch.tensor([1 / math.sqrt(s.d_model) for s in specs]))
-        shapes = {"token": (vocab_size, D), "position": (max_len, D), "wq": (D, D), "wk": (D, D), "wv": (D, D),
-                  "wo": (D, D), "w1": (D, H), "b1": (H,), "w2": (H, D), "b2": (D,), "wout": (D, n_out),
-                  "bout": (n_out,)}
+        shapes = {
+            "token": (vocab_size, D),
+            "position": (max_len, D),
+            "wq": (D, D),
+            "wk": (D, D),
+            "wv": (D, D),
+            "wo": (D, D),
+            "w1": (D, H),
+            "b1": (H,),
+            "w2": (H, D),
+            "b2": (D,),
+            "wout": (D, n_out),
+            "bout": (n_out,),
+        }
         for name, shape in shapes.items():
             setattr(self, name, nn.Parameter(torch.zeros(E, *shape)))
         with torch.no_grad():
@@ -126,18 +137,24 @@ class TinyEnsemble(nn.Module):
         d, (d_t, d_p) = s.d_model, s.widths
         out = {"token": self.token[e, :, :d_t]}
         if d_p:
-            out["position"] = self.position[e, :, d - d_p:d]
+            out["position"] = self.position[e, :, d - d_p : d]
         for name in ("wq", "wk", "wv", "wo"):
             out[name] = getattr(self, name)[e, :d, :d]
-        out |= {"w1": self.w1[e, :d, :4 * d], "b1": self.b1[e, :4 * d], "w2": self.w2[e, :4 * d, :d],
-                "b2": self.b2[e, :d], "wout": self.wout[e, :d], "bout": self.bout[e]}
+        out |= {
+            "w1": self.w1[e, :d, : 4 * d],
+            "b1": self.b1[e, : 4 * d],
+            "w2": self.w2[e, : 4 * d, :d],
+            "b2": self.b2[e, :d],
+            "wout": self.wout[e, :d],
+            "bout": self.bout[e],
+        }
         return {k: v.detach().clone() for k, v in out.items()}
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         """The fused input ``(E, b, s, D)`` (LayerNorm applied for the members that have one)."""
         members = torch.arange(len(self.specs), device=ids.device)[:, None, None]
         x = self.token[members, ids] * (self.token_scale[:, None] * self.token_mask)[:, None, None]
-        x = x + self.position[:, None, :ids.shape[-1]] * self.position_mask[:, None, None]
+        x = x + self.position[:, None, : ids.shape[-1]] * self.position_mask[:, None, None]
         active, n = self.active[:, None, None], self.active.sum(-1)[:, None, None, None]
         mean = (x * active).sum(-1, keepdim=True) / n
         var = ((x - mean) ** 2 * active).sum(-1, keepdim=True) / n
@@ -154,8 +171,10 @@ class TinyEnsemble(nn.Module):
         future = torch.ones(s, s, dtype=torch.bool, device=ids.device).triu(1)
         scores = scores.masked_fill(self.causal[:, None, None, None] & future, float("-inf"))
         x = x + torch.einsum("ebsd,edf->ebsf", scores.softmax(-1) @ v, self.wo)
-        h = torch.relu(torch.einsum("ebsd,edh->ebsh", x, self.w1) + self.b1[:, None, None]) * \
-            self.hidden_mask[:, None, None]
+        h = (
+            torch.relu(torch.einsum("ebsd,edh->ebsh", x, self.w1) + self.b1[:, None, None])
+            * self.hidden_mask[:, None, None]
+        )
         x = x + torch.einsum("ebsh,ehd->ebsd", h, self.w2) + self.b2[:, None, None]
         return torch.einsum("ebsd,edn->ebsn", x, self.wout) + self.bout[:, None, None]
 
@@ -163,7 +182,10 @@ class TinyEnsemble(nn.Module):
 def _member_init(spec: Spec, vocab_size: int, max_len: int, n_out: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(spec.seed)
     d, (d_t, d_p) = spec.d_model, spec.widths
-    uniform = lambda fan_in, *shape: (torch.rand(*shape, generator=g) * 2 - 1) / math.sqrt(fan_in)
+
+    def uniform(fan_in, *shape):
+        return (torch.rand(*shape, generator=g) * 2 - 1) / math.sqrt(fan_in)
+
     init = {"token": torch.randn(vocab_size, d_t, generator=g) / math.sqrt(d_t)}
     position = torch.randn(max_len, d_p, generator=g)
     if d_p:  # a concat member's positions sit in its last d_p coordinates
@@ -191,18 +213,22 @@ def reverse_task(vocab_size: int, seq_len: int) -> Task:
     """Output the sequence reversed: the target at position ``p`` is the token at ``s - 1 - p``. It needs the
     token (what to copy) and the position (where to look). ``task(batch, seed_step, generator)`` -> ``(ids,
     targets)``, both ``(b, s)``."""
+
     def task(batch, _, generator):
         ids = torch.randint(0, vocab_size, (batch, seq_len), generator=generator)
         return ids, ids.flip(1)
+
     return task
 
 
 def position_task(vocab_size: int, seq_len: int) -> Task:
     """Name your own position: random tokens ``1 .. V-1`` after a start token 0; the target at ``p`` is ``p``."""
+
     def task(batch, _, generator):
         ids = torch.randint(1, vocab_size, (batch, seq_len), generator=generator)
         ids[:, 0] = 0
         return ids, torch.arange(seq_len).expand(batch, seq_len)
+
     return task
 
 
@@ -211,8 +237,15 @@ def _batches(specs, task, batch, step, generators):
     return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])  # (E, b, s) each
 
 
-def train(model: TinyEnsemble, task: Task, steps: int, batch: int = 32, lr: float = 3e-3, eval_every: int = 25,
-          eval_batch: int = 64) -> dict[str, torch.Tensor]:
+def train(
+    model: TinyEnsemble,
+    task: Task,
+    steps: int,
+    batch: int = 32,
+    lr: float = 3e-3,
+    eval_every: int = 25,
+    eval_batch: int = 64,
+) -> dict[str, torch.Tensor]:
     """Train every member with Adam on ``task`` (a fresh batch each step), one thread, deterministic.
 
     Each member's data come from ``Generator().manual_seed(1000 + spec.seed)``; members with the same seed see
@@ -224,8 +257,9 @@ def train(model: TinyEnsemble, task: Task, steps: int, batch: int = 32, lr: floa
     if steps < 1 or batch < 1 or eval_every < 1:
         raise ValueError(f"steps, batch and eval_every must be >= 1, got {steps}, {batch}, {eval_every}")
     seeds = sorted({s.seed for s in model.specs})
-    held_out = _batches(model.specs, task, eval_batch, -1,
-                        {s: torch.Generator().manual_seed(10_000 + s) for s in seeds})
+    held_out = _batches(
+        model.specs, task, eval_batch, -1, {s: torch.Generator().manual_seed(10_000 + s) for s in seeds}
+    )
     generators = {s: torch.Generator().manual_seed(1000 + s) for s in seeds}
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     history, accuracy = [], []
@@ -233,8 +267,11 @@ def train(model: TinyEnsemble, task: Task, steps: int, batch: int = 32, lr: floa
         for step in range(1, steps + 1):
             ids, targets = _batches(model.specs, task, batch, step, generators)
             logits = model(ids)  # (E, b, s, n)
-            loss = F.cross_entropy(logits.flatten(1, 2).transpose(1, 2), targets.flatten(1),
-                                   reduction="none").mean(-1).sum()
+            loss = (
+                F.cross_entropy(logits.flatten(1, 2).transpose(1, 2), targets.flatten(1), reduction="none")
+                .mean(-1)
+                .sum()
+            )
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -250,15 +287,21 @@ def evaluate(model: TinyEnsemble, ids: torch.Tensor, targets: torch.Tensor) -> t
         return (model(ids).argmax(-1) == targets).double().mean(dim=(1, 2))
 
 
-def plot_training(steps: torch.Tensor, accuracy: torch.Tensor, groups: dict[str, Sequence[int]],
-                  chance: float | None = None, title: str = ""):
+def plot_training(
+    steps: torch.Tensor,
+    accuracy: torch.Tensor,
+    groups: dict[str, Sequence[int]],
+    chance: float | None = None,
+    title: str = "",
+):
     """Held-out accuracy against training step: per group of members (seeds), the mean and the min-max band."""
     fig, ax = plt.subplots(figsize=(8, 3.4))
     for label, members in groups.items():
         acc = accuracy[:, list(members)]  # (t, seeds)
-        line, = ax.plot(steps.numpy(), acc.mean(1).numpy(), lw=1.6, label=f"{label} ({len(members)} seeds)")
-        ax.fill_between(steps.numpy(), acc.min(1).values.numpy(), acc.max(1).values.numpy(),
-                        color=line.get_color(), alpha=0.2, lw=0)
+        (line,) = ax.plot(steps.numpy(), acc.mean(1).numpy(), lw=1.6, label=f"{label} ({len(members)} seeds)")
+        ax.fill_between(
+            steps.numpy(), acc.min(1).values.numpy(), acc.max(1).values.numpy(), color=line.get_color(), alpha=0.2, lw=0
+        )
     if chance is not None:
         ax.axhline(chance, color="gray", ls=":", lw=1, label="chance")
     ax.set_xlabel("training step")

@@ -19,7 +19,8 @@ EXPLORER_DEFAULTS = {"d_model": 128, "base": 10000.0, "positions": 100}
 
 
 class SinusoidalExplorer:
-    """Sliders for ``d_model``, ``base`` and the number of positions over :func:`course_embed.lab.sinusoidal.plot_explorer`.
+    """Sliders for ``d_model``, ``base`` and the number of positions over
+    :func:`course_embed.lab.sinusoidal.plot_explorer`.
 
     Attributes:
         d_model, base, positions: the slider widgets (``d_model`` in steps of 8, ``base`` on a log scale).
@@ -29,15 +30,45 @@ class SinusoidalExplorer:
         widget: the whole explorer; display it (or end a cell with it) to show it.
     """
 
-    def __init__(self, d_model: int = EXPLORER_DEFAULTS["d_model"], base: float = EXPLORER_DEFAULTS["base"],
-                 positions: int = EXPLORER_DEFAULTS["positions"]):
+    def __init__(
+        self,
+        d_model: int = EXPLORER_DEFAULTS["d_model"],
+        base: float = EXPLORER_DEFAULTS["base"],
+        positions: int = EXPLORER_DEFAULTS["positions"],
+    ):
         style, layout = {"description_width": "80px"}, w.Layout(width="480px")
-        self.d_model = w.IntSlider(value=d_model, min=8, max=512, step=8, description="d_model",
-                                   continuous_update=False, style=style, layout=layout)
-        self.base = w.FloatLogSlider(value=base, base=10, min=1, max=5, step=0.25, description="base",
-                                     readout_format=".0f", continuous_update=False, style=style, layout=layout)
-        self.positions = w.IntSlider(value=positions, min=10, max=1000, step=10, description="positions",
-                                     continuous_update=False, style=style, layout=layout)
+        self.d_model = w.IntSlider(
+            value=d_model,
+            min=8,
+            max=512,
+            step=8,
+            description="d_model",
+            continuous_update=False,
+            style=style,
+            layout=layout,
+        )
+        self.base = w.FloatLogSlider(
+            value=base,
+            base=10,
+            min=1,
+            max=5,
+            step=0.25,
+            description="base",
+            readout_format=".0f",
+            continuous_update=False,
+            style=style,
+            layout=layout,
+        )
+        self.positions = w.IntSlider(
+            value=positions,
+            min=10,
+            max=1000,
+            step=10,
+            description="positions",
+            continuous_update=False,
+            style=style,
+            layout=layout,
+        )
         self.image = w.Image(format="png")
         self.widget = w.VBox([self.d_model, self.base, self.positions, self.image])
         for slider in (self.d_model, self.base, self.positions):

@@ -21,8 +21,19 @@ def test_max_abs_difference_broadcasts_in_float64():
 
 def gpt_layers(width, d_ff, n_layers):
     """An independent count: GPT-style blocks built from torch modules."""
-    block = lambda: nn.ModuleList([nn.LayerNorm(width), nn.Linear(width, 3 * width), nn.Linear(width, width),
-                                   nn.LayerNorm(width), nn.Linear(width, d_ff), nn.Linear(d_ff, width)])
+
+    def block():
+        return nn.ModuleList(
+            [
+                nn.LayerNorm(width),
+                nn.Linear(width, 3 * width),
+                nn.Linear(width, width),
+                nn.LayerNorm(width),
+                nn.Linear(width, d_ff),
+                nn.Linear(d_ff, width),
+            ]
+        )
+
     return sum(p.numel() for p in nn.ModuleList([block() for _ in range(n_layers)]).parameters())
 
 
@@ -31,10 +42,13 @@ def test_fusion_costs_match_built_modules(max_len):
     V, d, d_p, n_layers, d_ff, seq = 300, 48, 16, 2, 64, 20
     costs = fusion.fusion_costs(V, d, d_p, max_len, n_layers, d_ff, seq)
     position = "learned" if max_len else "sinusoidal"
-    built = {"add": TransformerEmbedding(V, d, position, max_len=max_len or 8),
-             "concat": TransformerEmbedding(V, d, position, fusion="concat", d_position=d_p, max_len=max_len or 8),
-             "concat_wider": TransformerEmbedding(V, d + d_p, position, fusion="concat", d_position=d_p,
-                                                  max_len=max_len or 8)}
+    built = {
+        "add": TransformerEmbedding(V, d, position, max_len=max_len or 8),
+        "concat": TransformerEmbedding(V, d, position, fusion="concat", d_position=d_p, max_len=max_len or 8),
+        "concat_wider": TransformerEmbedding(
+            V, d + d_p, position, fusion="concat", d_position=d_p, max_len=max_len or 8
+        ),
+    }
     for name, module in built.items():
         c = costs[name]
         assert c["token"] == module.token.weight.numel()
@@ -47,8 +61,10 @@ def test_fusion_costs_match_built_modules(max_len):
     assert costs["concat"]["embedding"] < costs["add"]["embedding"]  # at the same width, concat is the smaller
 
 
-@pytest.mark.parametrize("kwargs, match", [(dict(d_position=48), r"d_position must be in \(0, d_model=48\)"),
-                                           (dict(max_len=-1), "max_len must be >= 0")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [(dict(d_position=48), r"d_position must be in \(0, d_model=48\)"), (dict(max_len=-1), "max_len must be >= 0")],
+)
 def test_fusion_costs_bad_input(kwargs, match):
     args = dict(vocab_size=10, d_model=48, d_position=8, max_len=4, n_layers=1, d_ff=8, seq_len=4) | kwargs
     with pytest.raises(ValueError, match=match):
@@ -81,7 +97,10 @@ def test_mean_abs_cosine_exact_pairs():
 
 def test_fusion_probe_concat_keeps_both_and_balance_decides_add():
     torch.manual_seed(0)
-    g = lambda: torch.Generator().manual_seed(0)
+
+    def g():
+        return torch.Generator().manual_seed(0)
+
     concat = TransformerEmbedding(256, 32, fusion="concat", max_len=32).eval()
     assert fusion.fusion_probe(concat, 64, 32, g()) == {"token": 1.0, "position": 1.0, "position_within_1": 1.0}
     # more tokens than dimensions, so the token vectors fill every direction
@@ -126,11 +145,11 @@ def test_fusion_gradients_match_closed_forms(gen):
 
 def test_fusion_gradients_bad_input():
     with pytest.raises(ValueError, match="position='learned'"):
-        fusion.fusion_gradients(TransformerEmbedding(10, 8), torch.zeros(1, 3, dtype=torch.long),
-                                  torch.zeros(1, 3, 8))
+        fusion.fusion_gradients(TransformerEmbedding(10, 8), torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 3, 8))
     with pytest.raises(ValueError, match=r"upstream must have the output's shape \(1, 3, 8\)"):
-        fusion.fusion_gradients(TransformerEmbedding(10, 8, "learned"), torch.zeros(1, 3, dtype=torch.long),
-                                  torch.zeros(3, 8))
+        fusion.fusion_gradients(
+            TransformerEmbedding(10, 8, "learned"), torch.zeros(1, 3, dtype=torch.long), torch.zeros(3, 8)
+        )
 
 
 def test_layer_norm_parts_sum_to_layer_norm(device, gen):
@@ -138,16 +157,18 @@ def test_layer_norm_parts_sum_to_layer_norm(device, gen):
     p = torch.randn(5, 16, generator=gen, dtype=torch.float64).to(device)
     tp, pp = fusion.layer_norm_parts(t, p)
     torch.testing.assert_close(tp + pp, F.layer_norm(t + p, (16,)), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(pp.mean(dim=-1), torch.zeros(2, 5, dtype=torch.float64, device=device),
-                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        pp.mean(dim=-1), torch.zeros(2, 5, dtype=torch.float64, device=device), rtol=0, atol=1e-12
+    )
 
 
 def test_scale_balance_exact_vectors():
     t = torch.tensor([[[3.0, 0.0, 0.0, 0.0]]])
     p = torch.tensor([[0.0, 4.0, 0.0, 0.0]])
     r = fusion.scale_balance(t, p)
-    assert r == pytest.approx({"fused_norm": 5.0, "token_norm": 3.0, "position_norm": 4.0,
-                               "position_share": 4 / 7}, rel=1e-12)
+    assert r == pytest.approx(
+        {"fused_norm": 5.0, "token_norm": 3.0, "position_norm": 4.0, "position_share": 4 / 7}, rel=1e-12
+    )
 
 
 def test_layer_norm_rescales_but_keeps_the_share(gen):
@@ -166,11 +187,10 @@ def test_binomial_mean_abs_error_closed_forms(gen):
     assert fusion.binomial_mean_abs_error(1, 0.9) == pytest.approx(2 * 0.1, rel=1e-12)  # |1/q - 1| q + p
     assert fusion.binomial_mean_abs_error(5, 1.0) == 0.0
     n, q = 3, 0.7
-    brute = sum(math.comb(n, k) * q ** k * (1 - q) ** (n - k) * abs(k / (n * q) - 1) for k in range(n + 1))
+    brute = sum(math.comb(n, k) * q**k * (1 - q) ** (n - k) * abs(k / (n * q) - 1) for k in range(n + 1))
     assert fusion.binomial_mean_abs_error(n, q) == pytest.approx(brute, rel=1e-12)
     n = 20000  # normal limit
-    assert fusion.binomial_mean_abs_error(n, q) == pytest.approx(math.sqrt(2 * (1 - q) / (math.pi * q * n)),
-                                                                   rel=0.01)
+    assert fusion.binomial_mean_abs_error(n, q) == pytest.approx(math.sqrt(2 * (1 - q) / (math.pi * q * n)), rel=0.01)
     with pytest.raises(ValueError, match="keep in"):
         fusion.binomial_mean_abs_error(3, 0.0)
 
@@ -259,11 +279,14 @@ def test_fusion_probe_figure_draws_the_given_accuracies():
     assert png_bytes(fig).startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("d, acc, match", [
-    ([16, 64], {"add": [0.1]}, r"accuracies\['add'\] must hold 2 values, got 1"),
-    ([16, 64], {}, "accuracies is empty"),
-    ([0, 64], {"add": [0.1, 0.2]}, "d_models must be positive"),
-])
+@pytest.mark.parametrize(
+    "d, acc, match",
+    [
+        ([16, 64], {"add": [0.1]}, r"accuracies\['add'\] must hold 2 values, got 1"),
+        ([16, 64], {}, "accuracies is empty"),
+        ([0, 64], {"add": [0.1, 0.2]}, "d_models must be positive"),
+    ],
+)
 def test_fusion_probe_figure_bad_input(d, acc, match):
     with pytest.raises(ValueError, match=match):
         fusion.plot_fusion_probe(d, acc, chance=0.1)
@@ -278,11 +301,14 @@ def test_dropout_average_figure_is_log_log_with_both_series():
     assert png_bytes(fig).startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("args, match", [
-    (([1, 10], [0.1], [0.1, 0.2]), "measured must hold 2 values"),
-    (([1, 10], [0.1, 0.0], [0.1, 0.2]), "measured must be positive"),
-    (([], [], []), "n_samples must hold at least one"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (([1, 10], [0.1], [0.1, 0.2]), "measured must hold 2 values"),
+        (([1, 10], [0.1, 0.0], [0.1, 0.2]), "measured must be positive"),
+        (([], [], []), "n_samples must hold at least one"),
+    ],
+)
 def test_dropout_average_figure_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
         fusion.plot_dropout_average(*args)
@@ -294,7 +320,8 @@ def test_cosine_histograms_figure():
     ax = fig.axes[0]
     assert ax.get_xlabel() == "cos(token vector, position vector)"
     assert sorted(x for line in ax.lines for x in line.get_xdata()) == pytest.approx(
-        [-fusion.expected_abs_cosine(16)] * 2 + [fusion.expected_abs_cosine(16)] * 2)
+        [-fusion.expected_abs_cosine(16)] * 2 + [fusion.expected_abs_cosine(16)] * 2
+    )
     with pytest.raises(ValueError, match="cosines is empty"):
         fusion.plot_cosine_histograms({})
 

@@ -46,10 +46,13 @@ def test_lda_probe_separable_and_unrelated_labels(gen):
     assert probe.lda_probe(x, unrelated, 10) < 0.2
 
 
-@pytest.mark.parametrize("args, match", [
-    ((torch.zeros(5, 2), torch.zeros(4, dtype=torch.long), 2), r"features must be \(n, d\)"),
-    ((torch.zeros(5, 2), torch.tensor([0, 1, 2, 0, 1]), 2), r"labels must lie in \[0, n_classes=2\)"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((torch.zeros(5, 2), torch.zeros(4, dtype=torch.long), 2), r"features must be \(n, d\)"),
+        ((torch.zeros(5, 2), torch.tensor([0, 1, 2, 0, 1]), 2), r"labels must lie in \[0, n_classes=2\)"),
+    ],
+)
 def test_lda_probe_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
         probe.lda_probe(*args)

@@ -38,7 +38,8 @@ def test_expected_token_norm_closed_forms():
     assert scaling.expected_token_norm("scaled_normal", V, d, False) == pytest.approx(1.0, rel=1e-12)
     assert scaling.expected_token_norm("scaled_normal", V, d, True) == pytest.approx(math.sqrt(d), rel=1e-12)
     assert scaling.expected_token_norm("xavier_uniform", V, d, True) == pytest.approx(
-        math.sqrt(6 / (V + d)) / math.sqrt(3) * d, rel=1e-12)
+        math.sqrt(6 / (V + d)) / math.sqrt(3) * d, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("d", [2, 64, 512, 1000])
@@ -126,7 +127,7 @@ def test_logit_stats_against_torch_cross_entropy(gen):
 def test_unit_scale_logits_cost_log_v_plus_half(gen):
     # Gaussian logits of std s on a random target cost about log V + s^2 / 2 (lognormal mean), here s = 1
     V, d = 20000, 64
-    weight = torch.randn(V, d, generator=gen) * d ** -0.5
+    weight = torch.randn(V, d, generator=gen) * d**-0.5
     hidden = F.layer_norm(torch.randn(200, d, generator=gen), (d,))
     targets = torch.randint(0, V, (200,), generator=gen)
     stats = scaling.logit_stats(hidden, weight, targets)
@@ -197,8 +198,9 @@ def test_read_back_bad_input():
 def test_dtype_functions_reject_integer_dtypes():
     for fn in (scaling.underflow_fraction, scaling.position_rounding_error):
         with pytest.raises(TypeError, match="floating-point torch.dtype"):
-            fn(torch.ones(3), torch.ones(3), torch.int32) if fn is scaling.position_rounding_error \
-                else fn(torch.ones(3), torch.int32)
+            fn(torch.ones(3), torch.ones(3), torch.int32) if fn is scaling.position_rounding_error else fn(
+                torch.ones(3), torch.int32
+            )
 
 
 @pytest.mark.parametrize("dtype, mantissa_bits", [(torch.bfloat16, 7), (torch.float16, 10)])
@@ -209,7 +211,7 @@ def test_position_rounding_error_is_the_rounding_noise_of_the_sum(dtype, mantiss
     signs = torch.randint(0, 2, (8, s, d), generator=gen) * 2 - 1
     tokens = (signs * (18 + 11 * torch.rand(8, s, d, generator=gen))).to(device)
     positions = (2 * torch.rand(s, d, generator=gen) - 1).to(device)
-    step = 16 * 2.0 ** -mantissa_bits
+    step = 16 * 2.0**-mantissa_bits
     expected = step / math.sqrt(12) * math.sqrt(3)
     assert scaling.position_rounding_error(tokens, positions, dtype) == pytest.approx(expected, rel=0.03)
 
@@ -239,8 +241,10 @@ NORMS = {"normal": (22.6, 512.0), "xavier_uniform": (0.31, 7.06), "scaled_normal
 @pytest.fixture(autouse=True)
 def no_show_and_close(monkeypatch):
     """Figures are returned, never shown; close them after each test."""
+
     def show(*args, **kwargs):
         raise AssertionError("plots functions must not call plt.show()")
+
     monkeypatch.setattr(plt, "show", show)
     yield
     plt.close("all")
@@ -269,8 +273,9 @@ def test_row_norm_bars_show_the_given_norms_and_the_position_line():
     assert _png(fig).startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("norms, match", [({}, "empty"), ({"normal": (1.0,)}, "pair"),
-                                          ({"normal": (0.0, 1.0)}, "positive")])
+@pytest.mark.parametrize(
+    "norms, match", [({}, "empty"), ({"normal": (1.0,)}, "pair"), ({"normal": (0.0, 1.0)}, "positive")]
+)
 def test_row_norm_bars_bad_input(norms, match):
     with pytest.raises(ValueError, match=match):
         scaling.plot_row_norms(norms, 16.0, 512)
@@ -289,12 +294,15 @@ def test_norm_ratio_lines_follow_the_data():
     assert _png(fig).startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("d_models, ratios, match", [
-    ([64, 128], {"a": [1.0]}, "1 values for 2 widths"),
-    ([], {"a": []}, "d_models is empty"),
-    ([64], {}, "ratios is empty"),
-    ([64], {"a": [-1.0]}, "positive"),
-])
+@pytest.mark.parametrize(
+    "d_models, ratios, match",
+    [
+        ([64, 128], {"a": [1.0]}, "1 values for 2 widths"),
+        ([], {"a": []}, "d_models is empty"),
+        ([64], {}, "ratios is empty"),
+        ([64], {"a": [-1.0]}, "positive"),
+    ],
+)
 def test_norm_ratio_bad_input(d_models, ratios, match):
     with pytest.raises(ValueError, match=match):
         scaling.plot_norm_ratio(d_models, ratios)
@@ -310,11 +318,14 @@ def test_read_back_bars_show_both_accuracies_and_chance():
     assert _png(fig).startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("labels, position, token, match", [
-    (["a"], [0.5, 0.6], [0.1, 0.2], "equal lengths"),
-    (["a"], [1.5], [0.1], r"\[0, 1\]"),
-    ([], [], [], "empty"),
-])
+@pytest.mark.parametrize(
+    "labels, position, token, match",
+    [
+        (["a"], [0.5, 0.6], [0.1, 0.2], "equal lengths"),
+        (["a"], [1.5], [0.1], r"\[0, 1\]"),
+        ([], [], [], "empty"),
+    ],
+)
 def test_read_back_bars_bad_input(labels, position, token, match):
     with pytest.raises(ValueError, match=match):
         scaling.plot_read_back(labels, position, token, 0.1)

@@ -17,9 +17,16 @@ from course_embed.lab import sinusoidal
 
 def closed_form(length, d, base=10000.0, offset=0):
     """Vaswani et al. section 3.5, element by element in Python floats (float64)."""
-    return torch.tensor([[math.sin(p / base ** (2 * (j // 2) / d)) if j % 2 == 0 else
-                          math.cos(p / base ** (2 * (j // 2) / d)) for j in range(d)]
-                         for p in range(offset, offset + length)], dtype=torch.float64)
+    return torch.tensor(
+        [
+            [
+                math.sin(p / base ** (2 * (j // 2) / d)) if j % 2 == 0 else math.cos(p / base ** (2 * (j // 2) / d))
+                for j in range(d)
+            ]
+            for p in range(offset, offset + length)
+        ],
+        dtype=torch.float64,
+    )
 
 
 def dot_closed_form(k, d, base=10000.0):
@@ -38,8 +45,9 @@ def test_wavelengths_closed_form(d, base):
 def test_adjacent_change_is_a_mean_absolute_difference(gen):
     table = torch.randn(7, 5, generator=gen)
     expected = [sum(abs(table[p + 1, j].item() - table[p, j].item()) for p in range(6)) / 6 for j in range(5)]
-    torch.testing.assert_close(sinusoidal.adjacent_change(table), torch.tensor(expected, dtype=torch.float64),
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        sinusoidal.adjacent_change(table), torch.tensor(expected, dtype=torch.float64), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_left_of_the_heatmap_changes_fastest():
@@ -60,8 +68,9 @@ def test_rotation_error_float32_matches_an_independent_computation():
     rotation = torch.zeros(d, d, dtype=torch.float64)
     for i in range(d // 2):
         a = k / 10000 ** (2 * i / d)
-        rotation[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor([[math.cos(a), math.sin(a)],
-                                                                   [-math.sin(a), math.cos(a)]])
+        rotation[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor(
+            [[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]]
+        )
     expected = (table[:length] @ rotation.float().T - table[k:]).abs().max().item()
     measured = sinusoidal.rotation_error(k, d, length=length, dtype=torch.float32)
     assert 0 < measured < 4 * torch.finfo(torch.float32).eps
@@ -120,8 +129,7 @@ def test_closest_rows_of_a_sinusoidal_table_are_at_the_closed_form_distance():
     expected = min(math.sqrt(d - 2 * dot_closed_form(k, d)) for k in range(1, length))
     found = sinusoidal.closest_distinct_rows(sinusoidal_table(length, d, dtype=torch.float64))
     assert math.isclose(found.distance, expected, rel_tol=1e-9)
-    assert math.isclose(found.distance, math.sqrt(d - 2 * dot_closed_form(found.second - found.first, d)),
-                        rel_tol=1e-9)
+    assert math.isclose(found.distance, math.sqrt(d - 2 * dot_closed_form(found.second - found.first, d)), rel_tol=1e-9)
 
 
 def test_table_error_against_python_closed_form():
@@ -160,7 +168,7 @@ def test_half_precision_angles_repeat_rows_where_integers_stop_being_exact(dtype
 def test_float16_positions_overflow_to_inf_and_sin_gives_nan():
     # float16's largest value is 65504 with a spacing of 32 there; from 65504 + 16 on, rounding gives inf
     fp16 = torch.finfo(torch.float16)
-    overflow = round(fp16.max + 2 ** 15 * fp16.eps / 2)
+    overflow = round(fp16.max + 2**15 * fp16.eps / 2)
     table = sinusoidal.naive_table(100, 8, torch.float16, offset=overflow - 50)
     assert sinusoidal.first_nonfinite_row(table) == 50
     assert bool(table[50:].isnan().all()) and bool(table[:50].isfinite().all())
@@ -169,8 +177,10 @@ def test_float16_positions_overflow_to_inf_and_sin_gives_nan():
 def test_first_repeated_row_matches_brute_force(gen):
     table = torch.randint(0, 3, (60, 2), generator=gen).float()
     table[5] = float("nan")
-    expected = next(((q, p) for q in range(60) for p in range(q)
-                     if table[q].isfinite().all() and torch.equal(table[p], table[q])), None)
+    expected = next(
+        ((q, p) for q in range(60) for p in range(q) if table[q].isfinite().all() and torch.equal(table[p], table[q])),
+        None,
+    )
     assert sinusoidal.first_repeated_row(table) == expected
     assert sinusoidal.first_repeated_row(torch.eye(5)) is None
 
@@ -192,8 +202,12 @@ def test_unseen_angle_gap_matches_brute_force():
             nearest = min(abs(math.remainder(w * q - w * p, 2 * math.pi)) for p in range(train))
             gap = max(gap, nearest)
         expected.append(gap)
-    torch.testing.assert_close(sinusoidal.unseen_angle_gap(train, test, d, base),
-                               torch.tensor(expected, dtype=torch.float64), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        sinusoidal.unseen_angle_gap(train, test, d, base),
+        torch.tensor(expected, dtype=torch.float64),
+        rtol=0,
+        atol=1e-12,
+    )
 
 
 def test_unseen_angle_gap_is_small_for_fast_pairs_and_large_for_slow_ones():
@@ -202,16 +216,19 @@ def test_unseen_angle_gap_is_small_for_fast_pairs_and_large_for_slow_ones():
     assert gaps[:20].max() < 0.3 and gaps[slow].min() > 0.1 and gaps.max() <= math.pi
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: sinusoidal.adjacent_change(torch.zeros(1, 4)), "at least 2 rows"),
-    (lambda: sinusoidal.closest_distinct_rows(torch.zeros(5)), r"\(positions, d_model\)"),
-    (lambda: sinusoidal.table_error([[0.0]]), r"\(positions, d_model\)"),
-    (lambda: sinusoidal.dot_by_offset(-1, 8), "max_offset must be >= 0"),
-    (lambda: sinusoidal.rotation_error(1, 8, length=0), "length must be >= 1"),
-    (lambda: sinusoidal.naive_table(-1, 8, torch.float16), "length and offset must be >= 0"),
-    (lambda: sinusoidal.naive_table(4, 7, torch.float16), "d_model must be a positive even number"),
-    (lambda: sinusoidal.unseen_angle_gap(10, 10, 8), "train_len < test_len"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: sinusoidal.adjacent_change(torch.zeros(1, 4)), "at least 2 rows"),
+        (lambda: sinusoidal.closest_distinct_rows(torch.zeros(5)), r"\(positions, d_model\)"),
+        (lambda: sinusoidal.table_error([[0.0]]), r"\(positions, d_model\)"),
+        (lambda: sinusoidal.dot_by_offset(-1, 8), "max_offset must be >= 0"),
+        (lambda: sinusoidal.rotation_error(1, 8, length=0), "length must be >= 1"),
+        (lambda: sinusoidal.naive_table(-1, 8, torch.float16), "length and offset must be >= 0"),
+        (lambda: sinusoidal.naive_table(4, 7, torch.float16), "d_model must be a positive even number"),
+        (lambda: sinusoidal.unseen_angle_gap(10, 10, 8), "train_len < test_len"),
+    ],
+)
 def test_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -236,7 +253,7 @@ def test_heatmap_shows_the_table_with_fast_dimensions_on_the_left():
     assert ticks[0] == 0 and ticks[-1] == 14
     labels = [float(t.get_text().replace(",", "")) for t in top.get_xticklabels()]
     expected = [2 * math.pi * 100.0 ** (2 * (j // 2) / 64) for j in ticks]
-    assert all(math.isclose(a, b, rel_tol=5e-3) for a, b in zip(labels, expected))
+    assert all(math.isclose(a, b, rel_tol=5e-3) for a, b in zip(labels, expected, strict=False))
     assert labels == sorted(labels)  # wavelengths grow to the right
 
 
@@ -246,7 +263,7 @@ def test_explorer_figure_draws_the_table_and_its_columns():
     heat, curves = fig.axes[0], fig.axes[2]  # axes[1] is the colorbar
     np.testing.assert_array_equal(heat.images[0].get_array(), table)
     assert sinusoidal.explorer_dims(32) == [0, 4, 8, 16]
-    for line, j in zip(curves.lines, sinusoidal.explorer_dims(32)):
+    for line, j in zip(curves.lines, sinusoidal.explorer_dims(32), strict=False):
         np.testing.assert_array_equal(line.get_ydata(), table[:, j])
         assert line.get_label().startswith(f"dim {j} ")
 
@@ -274,7 +291,7 @@ def test_pair_circles_update_points_at_the_table_row():
     fig, update = sinusoidal.pair_circles(d_model=16, pairs=(0, 3), base=10000.0)
     row = sinusoidal_table(1, 16, offset=23)[0]
     hands = update(23)
-    for hand, i in zip(hands, (0, 3)):
+    for hand, i in zip(hands, (0, 3), strict=False):
         x, y = hand.get_data()
         assert list(x) == [0, row[2 * i].item()] and list(y) == [0, row[2 * i + 1].item()]
         assert math.isclose(math.hypot(x[1], y[1]), 1.0, rel_tol=1e-6)
@@ -334,18 +351,20 @@ def test_score_terms_figure_uses_one_colour_scale():
     np.testing.assert_array_equal(images[1].get_array(), terms["b"].numpy())
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: sinusoidal.plot_heatmap(d_model=8, dims=16), r"dims must lie in \[2, d_model=8\]"),
-    (lambda: sinusoidal.plot_explorer(positions=1), "positions must be >= 2"),
-    (lambda: sinusoidal.pair_circles(d_model=8, pairs=(4,)), r"pairs must be indices in \[0, d_model/2 = 4\)"),
-    (lambda: sinusoidal.animate_pairs(name="my-anim"), "JavaScript identifier"),
-    (lambda: sinusoidal.animate_pairs(positions=0), "positions must be >= 1"),
-    (lambda: sinusoidal.animate_pairs(colors=1), r"colors must be in \[2, 256\]"),
-    (lambda: sinusoidal.plot_offset_scores(torch.zeros(3, 4), 1), "square"),
-    (lambda: sinusoidal.plot_score_terms({}), "terms must map"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: sinusoidal.plot_heatmap(d_model=8, dims=16), r"dims must lie in \[2, d_model=8\]"),
+        (lambda: sinusoidal.plot_explorer(positions=1), "positions must be >= 2"),
+        (lambda: sinusoidal.pair_circles(d_model=8, pairs=(4,)), r"pairs must be indices in \[0, d_model/2 = 4\)"),
+        (lambda: sinusoidal.animate_pairs(name="my-anim"), "JavaScript identifier"),
+        (lambda: sinusoidal.animate_pairs(positions=0), "positions must be >= 1"),
+        (lambda: sinusoidal.animate_pairs(colors=1), r"colors must be in \[2, 256\]"),
+        (lambda: sinusoidal.plot_offset_scores(torch.zeros(3, 4), 1), "square"),
+        (lambda: sinusoidal.plot_score_terms({}), "terms must map"),
+    ],
+)
 def test_figures_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()
     plt.close("all")
-

@@ -14,8 +14,10 @@ def test_toy_corpus_follows_the_templates(gen):
     assert words.count(".") == 200
     sentences = " ".join(words).split(" . ")
     classes = {w: c for c, ws in tiny_lm.WORD_CLASSES.items() for w in ws}
-    shapes = {" ".join("{" + classes[w] + "}" if w in classes else w for w in s.split()).rstrip(" .") + " ."
-              for s in sentences}
+    shapes = {
+        " ".join("{" + classes[w] + "}" if w in classes else w for w in s.split()).rstrip(" .") + " ."
+        for s in sentences
+    }
     assert shapes <= set(tiny_lm.TEMPLATES)
     cats = words.count("cat")
     assert cats > words.count("goat")  # Zipf within a class: the first word is the most frequent

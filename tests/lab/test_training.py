@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from matplotlib.figure import Figure
 
 from course_embed import TransformerEmbedding
@@ -15,10 +14,18 @@ V, L, N_OUT = 20, 7, 9
 
 def reference(params, spec, ids):
     """One member as a stand-alone model: the package's input layer, then attention and MLP in plain torch."""
-    d, (d_t, d_p) = spec.d_model, spec.widths
+    d, (_, d_p) = spec.d_model, spec.widths
     position = {"add": "learned", "concat": "learned", "none": None}[spec.fusion]
-    embed = TransformerEmbedding(V, d, position=position, fusion="add" if spec.fusion == "none" else spec.fusion,
-                                 dropout=0.0, max_len=L, d_position=d_p or None, layer_norm=spec.layer_norm)
+    embed = TransformerEmbedding(
+        V,
+        d,
+        position=position,
+        fusion="add" if spec.fusion == "none" else spec.fusion,
+        dropout=0.0,
+        max_len=L,
+        d_position=d_p or None,
+        layer_norm=spec.layer_norm,
+    )
     state = {"token.weight": params["token"]}
     if d_p:
         state["positions.weight"] = params["position"]
@@ -34,9 +41,13 @@ def reference(params, spec, ids):
     return x @ params["wout"] + params["bout"]
 
 
-SPECS = [tr.Spec("add", 8, seed=0), tr.Spec("concat", 12, layer_norm=True, seed=1),
-         tr.Spec("concat", 6, d_position=2, seed=2), tr.Spec("none", 10, causal=True, seed=3),
-         tr.Spec("add", 4, layer_norm=True, causal=True, seed=4)]
+SPECS = [
+    tr.Spec("add", 8, seed=0),
+    tr.Spec("concat", 12, layer_norm=True, seed=1),
+    tr.Spec("concat", 6, d_position=2, seed=2),
+    tr.Spec("none", 10, causal=True, seed=3),
+    tr.Spec("add", 4, layer_norm=True, causal=True, seed=4),
+]
 
 
 def test_every_member_computes_what_a_stand_alone_model_computes(gen):
@@ -44,10 +55,16 @@ def test_every_member_computes_what_a_stand_alone_model_computes(gen):
     ids = torch.randint(0, V, (len(SPECS), 3, L), generator=gen)
     with torch.no_grad():  # perturb every used parameter, so that zero biases cannot hide a bug
         a, h = model.active, model.hidden_mask  # (E, D), (E, H)
-        used = {"token": model.token_mask[:, None], "position": model.position_mask[:, None],
-                "w1": a[:, :, None] * h[:, None], "b1": h, "w2": h[:, :, None] * a[:, None], "b2": a,
-                "wout": a[:, :, None], "bout": torch.ones(1)} | {w: a[:, :, None] * a[:, None]
-                                                                  for w in ("wq", "wk", "wv", "wo")}
+        used = {
+            "token": model.token_mask[:, None],
+            "position": model.position_mask[:, None],
+            "w1": a[:, :, None] * h[:, None],
+            "b1": h,
+            "w2": h[:, :, None] * a[:, None],
+            "b2": a,
+            "wout": a[:, :, None],
+            "bout": torch.ones(1),
+        } | {w: a[:, :, None] * a[:, None] for w in ("wq", "wk", "wv", "wo")}
         for name, p in model.named_parameters():
             p.add_(0.1 * torch.randn(p.shape, generator=gen) * used[name])
     out = model(ids)
@@ -71,7 +88,7 @@ def test_members_start_from_their_own_seed():
     b = tr.TinyEnsemble([tr.Spec("concat", 16, seed=0), tr.Spec("add", 8, seed=5)], V, L, N_OUT).member(1)
     for name in a:
         assert torch.equal(a[name], b[name]), name
-    assert a["token"].std().item() == pytest.approx(8 ** -0.5, rel=0.15)  # N(0, 1/d), x sqrt(d) later
+    assert a["token"].std().item() == pytest.approx(8**-0.5, rel=0.15)  # N(0, 1/d), x sqrt(d) later
     assert a["position"].std().item() == pytest.approx(1.0, rel=0.15)
 
 
@@ -85,7 +102,10 @@ def test_matched_concat_width_is_the_closest_count():
     d = 16
     width = tr.matched_concat_width(d, 64, 16, 64)
     target = tr.parameter_count(tr.Spec("add", d), 64, 16, 64)
-    gap = lambda w: abs(tr.parameter_count(tr.Spec("concat", w), 64, 16, 64) - target)
+
+    def gap(w):
+        return abs(tr.parameter_count(tr.Spec("concat", w), 64, 16, 64) - target)
+
     assert all(gap(width) <= gap(w) for w in range(d, 4 * d + 1, 2))
     assert width == 18
 
@@ -102,8 +122,7 @@ def test_tasks():
 def test_training_learns_is_deterministic_and_restores_threads():
     threads = torch.get_num_threads()
     specs = [tr.Spec("add", 8, seed=0), tr.Spec("none", 8, causal=True, seed=0), tr.Spec("none", 8, seed=0)]
-    runs = [tr.train(tr.TinyEnsemble(specs, 6, 4, 4), tr.position_task(6, 4), 60, eval_every=20)
-            for _ in range(2)]
+    runs = [tr.train(tr.TinyEnsemble(specs, 6, 4, 4), tr.position_task(6, 4), 60, eval_every=20) for _ in range(2)]
     assert torch.get_num_threads() == threads
     assert torch.equal(runs[0]["accuracy"], runs[1]["accuracy"])
     assert runs[0]["steps"].tolist() == [20, 40, 60]
@@ -122,13 +141,16 @@ def test_evaluate_counts_every_position():
     assert tr.evaluate(model, ids, (predicted + 1) % 3).item() == 0.0
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: tr.Spec("sum", 8), "fusion must be one of"),
-    (lambda: tr.Spec("concat", 8, d_position=8), r"d_position must be in \(0, d_model=8\)"),
-    (lambda: tr.TinyEnsemble([], V, L, N_OUT), "at least one Spec"),
-    (lambda: tr.TinyEnsemble(SPECS[:2], V, L, N_OUT)(torch.zeros(3, 1, 2, dtype=torch.long)), "members=2"),
-    (lambda: tr.train(tr.TinyEnsemble(SPECS[:1], V, L, N_OUT), tr.reverse_task(V, L), 0), "steps"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: tr.Spec("sum", 8), "fusion must be one of"),
+        (lambda: tr.Spec("concat", 8, d_position=8), r"d_position must be in \(0, d_model=8\)"),
+        (lambda: tr.TinyEnsemble([], V, L, N_OUT), "at least one Spec"),
+        (lambda: tr.TinyEnsemble(SPECS[:2], V, L, N_OUT)(torch.zeros(3, 1, 2, dtype=torch.long)), "members=2"),
+        (lambda: tr.train(tr.TinyEnsemble(SPECS[:1], V, L, N_OUT), tr.reverse_task(V, L), 0), "steps"),
+    ],
+)
 def test_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -31,8 +31,10 @@ def test_explorer_starts_from_the_defaults_and_shows_a_png():
     np.testing.assert_array_equal(heatmap(explorer), sinusoidal_table(s, d, base).numpy())
     assert isinstance(explorer.widget, ipywidgets.VBox) and explorer.image in explorer.widget.children
     png = Image.open(io.BytesIO(explorer.image.value))
-    assert png.format == "PNG" and png.size == (round(explorer.figure.get_figwidth() * 72),
-                                                round(explorer.figure.get_figheight() * 72))
+    assert png.format == "PNG" and png.size == (
+        round(explorer.figure.get_figwidth() * 72),
+        round(explorer.figure.get_figheight() * 72),
+    )
 
 
 def test_moving_the_sliders_redraws_from_the_table():
@@ -45,7 +47,7 @@ def test_moving_the_sliders_redraws_from_the_table():
     table = sinusoidal_table(70, 48, 1000.0).numpy()
     np.testing.assert_array_equal(heatmap(explorer), table)
     curves = explorer.figure.axes[2]
-    for line, j in zip(curves.lines, sinusoidal.explorer_dims(48)):
+    for line, j in zip(curves.lines, sinusoidal.explorer_dims(48), strict=False):
         np.testing.assert_array_equal(line.get_ydata(), table[:, j])
     assert explorer.image.value != first_png
 
