@@ -33,6 +33,7 @@ from .test_notebooks import ROOT, toc_files
 
 SCREENSHOTS = Path(os.environ.get("COURSE_EMBED_SCREENSHOTS", ROOT / "_build" / "screenshots"))
 WAIT_MS = 30_000
+SHOT_MS = 180_000  # a full-page screenshot of a long page at 390 px can take a minute on a loaded machine
 PHONE = {"width": 390, "height": 844}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -209,14 +210,14 @@ def reports(built_site, site_url, chromium, axe_js) -> dict[str, PageReport]:
             page.wait_for_url(lambda url, path=path: url != site_url + path, timeout=WAIT_MS)
             page.wait_for_load_state("load")
         report.seen = page.evaluate(INSPECT)
-        page.screenshot(path=str(SCREENSHOTS / shot), full_page=True)
+        page.screenshot(path=str(SCREENSHOTS / shot), full_page=True, timeout=SHOT_MS)
         report.animations = page.evaluate(STEP_ANIMATIONS)
         page.add_script_tag(path=str(axe_js))
         report.axe = page.evaluate(AXE_RUN)
         page.set_viewport_size(PHONE)
         page.wait_for_timeout(300)  # the theme re-lays out (and MathJax re-measures) on resize
         report.phone = page.evaluate(OVERFLOW)
-        page.screenshot(path=str(SCREENSHOTS / "phone" / shot), full_page=True)
+        page.screenshot(path=str(SCREENSHOTS / "phone" / shot), full_page=True, timeout=SHOT_MS)
         page.close()
     context.close()
     print(f"\nscreenshots of {len(results)} pages in {SCREENSHOTS} (and {SCREENSHOTS / 'phone'})")
