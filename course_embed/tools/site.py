@@ -8,6 +8,10 @@ points Sphinx's MathJax and myst-nb's ipywidgets embedder at those copies, rewri
 matplotlib's ``to_jshtml`` animations link from a CDN, and fails the build (a warning under ``-W``) if any page still
 loads a script, style, font or image from another host. Nothing is committed but the table below.
 
+It also keeps the site honest and accessible: the launch buttons (Binder, Colab) are dropped unless ``repository.url``
+in ``_config.yml`` names a real repository, and the frames of matplotlib animations get the alt text of their cell
+(``{"mystnb": {"image": {"alt": ...}}}``, the key myst-nb reads for figures) and their slider a label.
+
     cache: $COURSE_EMBED_ASSET_CACHE, else $XDG_CACHE_HOME/course_embed/site-assets, else ~/.cache/course_embed/...
     output: _build/html/_vendor/<package>-<version>/...
 """
@@ -16,9 +20,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import json
 import os
 import posixpath
+import re
 import shutil
 import subprocess
 import tarfile
@@ -181,9 +187,14 @@ def copy_package(package: Package, source: Path, outdir: Path) -> list[Path]:
 
 
 def _use_local_copies(app: Sphinx, config) -> None:
-    """config-inited: point MathJax and the widget embedder at ``_vendor/`` (paths are relative to ``_static/``)."""
+    """config-inited: point MathJax and the widget embedder at ``_vendor/`` (paths are relative to ``_static/``);
+    without a repository URL, drop the launch buttons (they would open a notebook from nowhere)."""
     config.mathjax_path = "../" + MATHJAX_JS
     config.nb_ipywidgets_js = {"../" + path: {} for path in WIDGET_JS}
+    theme = config.html_theme_options
+    if not (theme.get("repository_url") or "").strip():
+        for key in ("launch_buttons", "repository_url", "repository_branch"):
+            theme.pop(key, None)
 
 
 def _vendor_assets(app: Sphinx) -> None:
@@ -194,8 +205,25 @@ def _vendor_assets(app: Sphinx) -> None:
         copy_package(package, fetch(package), Path(app.outdir))
 
 
+def _cell_alt(node: nodes.Node) -> str:
+    """The alt text set in the metadata of the notebook cell that ``node`` is an output of ("" if none)."""
+    while node is not None and not (isinstance(node, nodes.Element) and node.get("nb_element") == "cell_code"):
+        node = node.parent
+    metadata = node.get("cell_metadata", {}) if node is not None else {}
+    return str(metadata.get("mystnb", {}).get("image", {}).get("alt", "")).strip()
+
+
+def label_animation(text: str, alt: str) -> str:
+    """A matplotlib ``to_jshtml`` animation's HTML with ``alt`` on its frame image and a label on its slider."""
+    if alt:
+        text = re.sub(r'<img id="_anim_img(?![^>]*\balt=)', lambda m: f'<img alt="{html.escape(alt)}" id="_anim_img',
+                      text)
+    return re.sub(r'<input id="_anim_slider(?![^>]*aria-label)', '<input aria-label="Frame" id="_anim_slider', text)
+
+
 def _localise_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    """doctree-resolved: in raw HTML (notebook outputs), replace links to CDN files with links to the local copies."""
+    """doctree-resolved: in raw HTML (notebook outputs), replace links to CDN files with links to the local copies,
+    and label animations."""
     if app.builder.format != "html":
         return
     page = app.builder.get_target_uri(docname)
@@ -205,6 +233,11 @@ def _localise_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> Non
         text = node.astext()
         for remote, local in LOCAL_COPIES.items():
             text = text.replace(remote, relative_uri(page, local))
+        if '<div class="animation">' in text:
+            text = label_animation(text, _cell_alt(node))
+        view = '<script type="application/vnd.jupyter.widget-view+json"'
+        if (alt := _cell_alt(node)) and view + ">" in text:
+            text = text.replace(view + ">", f'{view} data-alt="{html.escape(alt)}">')
         if text != node.astext():
             node.replace(node[0], nodes.Text(text))
 
@@ -262,9 +295,46 @@ def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: di
             body = f'require.config({{paths: {{"@jupyter-widgets/html-manager/dist": "{dist}"}}}});'
             if any(os.fspath(s.filename or "") == "_static/../" + MATHJAX_JS for s in scripts):
                 body += "\n" + MATHJAX2_HUB_ADAPTER
+            body += "\n" + WIDGET_LABELS
             fixed.append(type(script)(None, priority=script.priority, body=body))
         fixed.append(script)
     scripts[:] = fixed
+
+
+# At a phone's width nothing sticks out of the text column: wide inline math scrolls sideways (the theme cuts it
+# off; display math already scrolls), long inline code and the next/previous chapter titles wrap.
+SITE_CSS = ("span.math { overflow-x: auto; overflow-y: hidden; } span.math > mjx-container { flex-shrink: 0; } "
+            "code.docutils.literal, code.docutils.literal span.pre { white-space: pre-wrap; overflow-wrap: anywhere; } "
+            ".prev-next-area a, .prev-next-info { min-width: 0; } .prev-next-title { overflow-wrap: anywhere; }")
+
+# On pages with widgets: each slider handle is named by its widget's description (axe: aria-input-field-name), and
+# images a widget draws get the alt text of their cell (``data-alt`` on the view's script tag, see _localise_outputs).
+WIDGET_LABELS = """new MutationObserver(function () {
+  document.querySelectorAll('.widget-slider .noUi-handle:not([aria-label])').forEach(function (handle) {
+    var label = handle.closest('.widget-slider').querySelector('.widget-label');
+    if (label && label.textContent.trim()) handle.setAttribute('aria-label', label.textContent.trim());
+  });
+  document.querySelectorAll('script[data-alt]').forEach(function (view) {
+    var area = view.previousElementSibling;
+    if (area) area.querySelectorAll('img:not([alt])').forEach(function (img) { img.alt = view.dataset.alt; });
+  });
+}).observe(document.documentElement, {childList: true, subtree: true});"""
+
+
+def accessible_page(text: str) -> str:
+    """The theme's markup of a built page, fixed where axe-core finds serious problems, plus ``SITE_CSS``.
+
+    - the search button is named by its visible text ("Search Ctrl+K"), not a label that leaves part of it out;
+    - the colour-mode button keeps its name ("Color mode") and loses its icons' titles, which were visible text
+      missing from that name (both: label-content-name-mismatch);
+    - Sphinx's citation list holds list items, not the deprecated ``doc-biblioentry`` (aria-required-children).
+    """
+    text = re.sub(r'(<button class="[^"]*\bsearch-button__button\b[^"]*"[^>]*?) aria-label="[^"]*"', r"\1", text)
+    text = re.sub(r'(<i class="theme-switch [^"]*"[^>]*?)\s+title="[^"]*"', r"\1", text)
+    text = text.replace('role="doc-biblioentry"', 'role="listitem"')
+    if SITE_CSS not in text:
+        text = text.replace("</head>", f"<style>{SITE_CSS}</style>\n</head>", 1)
+    return text
 
 
 class _RemoteLoads(HTMLParser):
@@ -295,8 +365,9 @@ def remote_loads(html: str) -> list[str]:
     return parser.remote
 
 
-def _check_offline(app: Sphinx, exception: Exception | None) -> None:
-    """build-finished: warn (an error under ``-W``) for every page that loads something from another host."""
+def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
+    """build-finished: fix every page's markup (``accessible_page``), and warn (an error under ``-W``) for every
+    page that loads something from another host."""
     if exception is not None or app.builder.format != "html":
         return
     outdir = Path(app.outdir)
@@ -304,7 +375,10 @@ def _check_offline(app: Sphinx, exception: Exception | None) -> None:
         relative = page.relative_to(outdir)
         if relative.parts[0] in {"_static", "_sources", VENDOR}:
             continue
-        for load in remote_loads(page.read_text(encoding="utf-8")):
+        text = page.read_text(encoding="utf-8")
+        if (fixed := accessible_page(text)) != text:
+            page.write_text(fixed, encoding="utf-8")
+        for load in remote_loads(fixed):
             logger.warning(f"{relative} loads {load} from another host; the site must work offline: serve it "
                            "from the site (see course_embed/tools/site.py)", type="course_embed", subtype="offline")
 
@@ -317,5 +391,5 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", _vendor_assets)
     app.connect("doctree-resolved", _localise_outputs)
     app.connect("html-page-context", _fix_page_scripts, priority=900)
-    app.connect("build-finished", _check_offline)
+    app.connect("build-finished", _finish_pages)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

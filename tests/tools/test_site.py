@@ -1,22 +1,24 @@
-"""The built site in a real browser: Debian's headless Chromium, driven by Playwright, with the network cut off.
+"""The built site in a real browser: headless Chromium or Chrome, driven by Playwright, with the network cut off.
 
 Every HTML page of the site is served from localhost and opened once. Any request to another host is blocked and
 recorded (the site must work offline); console errors, uncaught exceptions and failed requests are recorded; then
-each page is checked: images loaded, math typeset by MathJax without TeX errors, ipywidgets rendered from their stored
-state, matplotlib animations step when their controls are used, and every internal link resolves (the file exists and
-so does the #anchor on it). A full-page screenshot of every page is kept for a person to look at, in
-``_build/screenshots/`` (or ``$COURSE_EMBED_SCREENSHOTS``).
+each page is checked: images loaded and described by alt text, math typeset by MathJax without TeX errors, ipywidgets
+rendered from their stored state, matplotlib animations step when their controls are used, and every internal link
+resolves (the file exists and so does the #anchor on it). axe-core (fetched from npm and cached like MathJax) checks
+each page for accessibility problems; then the page is laid out at a phone's width (390 px), where nothing may stick
+out of the content column except inside a block that scrolls (code, outputs, tables, wide equations). A full-page
+screenshot of every page at both widths is kept for a person to look at, in ``_build/screenshots/`` (``phone/`` for
+390 px; or ``$COURSE_EMBED_SCREENSHOTS``). Finally the search page finds each chapter from a word of its own.
 
-Chromium: ``/usr/bin/chromium`` (Debian's ``chromium`` package, which ``.ci/run`` installs) or ``$COURSE_EMBED_CHROMIUM``.
+Browser: ``course_embed.tools.browser.find_browser()``: ``$COURSE_EMBED_BROWSER``, else Chromium or Chrome under its
+usual name (pytest's header says which).
 """
 
 from __future__ import annotations
 
 import functools
 import html.parser
-import http.server
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,15 +27,14 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 
+from course_embed.tools import browser, pdf
+
 from .test_notebooks import ROOT, toc_files
 
-CHROMIUM = os.environ.get("COURSE_EMBED_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOTS = Path(os.environ.get("COURSE_EMBED_SCREENSHOTS", ROOT / "_build" / "screenshots"))
-# Flags for a clean, quiet, offline browser; Playwright adds --headless and a fresh, empty profile.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync",
-                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 WAIT_MS = 30_000
+SHOT_MS = 180_000  # a full-page screenshot of a long page at 390 px can take a minute on a loaded machine
+PHONE = {"width": 390, "height": 844}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 # Runs in the page once it has loaded: waits for MathJax and the widget embedder, then reports what it sees.
@@ -55,6 +56,10 @@ INSPECT = """async () => {
     broken_images: images().filter(i => !(i.complete && i.naturalWidth > 0))
                            .map(i => (i.getAttribute('src') || '').slice(0, 80)),
     images: images().length,
+    // alt text that says nothing: missing, empty, or the file's name (what Sphinx writes when a cell sets none)
+    images_without_alt: images().filter(i => !/[a-z]{3}/i.test(i.getAttribute('alt') || '') ||
+                                             /\\.(png|jpe?g|gif|svg|webp)$/i.test(i.getAttribute('alt')))
+                                .map(i => (i.getAttribute('src') || '').slice(0, 80)),
     math: document.querySelectorAll('.math').length,
     untypeset_math: [...document.querySelectorAll('.math')].filter(m => !m.querySelector('mjx-container'))
                                                            .map(m => m.textContent.slice(0, 60)),
@@ -97,6 +102,36 @@ STEP_ANIMATIONS = """async () => {
 }"""
 
 
+# Runs axe-core (injected into the page) and returns its violations, one line per rule with the first elements.
+AXE_RUN = """async () => {
+  const result = await axe.run(document, {resultTypes: ['violations']});
+  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                      nodes: v.nodes.length, first: v.nodes.slice(0, 3).map(n => n.target.join(' '))}));
+}"""
+
+# At the phone's width: the elements that stick out of the content column (or the window) without being inside a
+# block that scrolls sideways, outermost only; and whether the page itself scrolls sideways.
+OVERFLOW = """() => {
+  const column = document.querySelector('.bd-article-container') || document.querySelector('main') || document.body;
+  const width = document.documentElement.clientWidth;
+  const right = Math.min(column.getBoundingClientRect().right, width) + 1;
+  const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  const inScroller = el => { for (let a = el.parentElement; a && a !== column; a = a.parentElement) {
+                               if (scrolls(a)) return true; } return false; };
+  const out = [...column.querySelectorAll('*')].filter(el => {
+    const box = el.getBoundingClientRect();
+    return box.width > 0 && box.right > right && !inScroller(el) && getComputedStyle(el).visibility !== 'hidden';
+  });
+  const outermost = out.filter(el => !out.includes(el.parentElement));
+  const describe = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+                         [...el.classList].slice(0, 2).map(c => '.' + c).join('') + ' ' +
+                         Math.round(el.getBoundingClientRect().right) + 'px';
+  return {column_right: Math.round(column.getBoundingClientRect().right), window: width,
+          page_scrolls_sideways: document.documentElement.scrollWidth > width + 1,
+          sticking_out: outermost.slice(0, 8).map(describe)};
+}"""
+
+
 @dataclass
 class PageReport:
     """What one page did in the browser."""
@@ -108,6 +143,8 @@ class PageReport:
     remote_requests: list[str] = field(default_factory=list)
     seen: dict = field(default_factory=dict)
     animations: list[dict] = field(default_factory=list)
+    axe: list[dict] = field(default_factory=list)
+    phone: dict = field(default_factory=dict)
 
 
 class _Ids(html.parser.HTMLParser):
@@ -148,72 +185,44 @@ def broken_links(html_root: Path, base: str, links: list[str]) -> list[str]:
     return broken
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
-def site_url(built_site):
-    assert built_site.returncode == 0, built_site.log[-3000:]
-    handler = functools.partial(_QuietHandler, directory=str(built_site.html))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
-
-
-def _offline(site_url: str, blocked: list[str]):
-    """A route handler that lets requests to the site through, and blocks (and records) every other one."""
-
-    def handle(route):
-        if route.request.url.startswith(site_url):
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    return handle
-
-
-@pytest.fixture(scope="module")
-def reports(built_site, site_url) -> dict[str, PageReport]:
-    """Open every HTML page of the site once, offline; screenshot it and record what happened."""
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"no Chromium at {CHROMIUM}: install Debian's chromium (apt-get install chromium) or set "
-                    "COURSE_EMBED_CHROMIUM to a Chromium binary")
-    from playwright.sync_api import sync_playwright
-
+def reports(built_site, site_url, chromium, axe_js) -> dict[str, PageReport]:
+    """Open every HTML page of the site once, offline; check and screenshot it at desktop and phone widths."""
     pages = sorted(p.relative_to(built_site.html).as_posix() for p in built_site.html.rglob("*.html")
                    if p.relative_to(built_site.html).parts[0] not in {"_static", "_sources", "_vendor"})
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # overwritten page by page: concurrent runs share the folder
+    (SCREENSHOTS / "phone").mkdir(parents=True, exist_ok=True)  # overwritten page by page: runs share the folder
     results = {}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        for path in pages:
-            report = results[path] = PageReport(path)
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    for path in pages:
+        report = results[path] = PageReport(path)
+        shot = path.replace("/", "__")[:-5] + ".png"
 
-            page = context.new_page()
-            page.route("**/*", _offline(site_url, report.remote_requests))
-            page.on("console", lambda m, r=report: m.type == "error" and r.console_errors.append(
-                f"{m.text} ({m.location.get('url', '')}:{m.location.get('lineNumber', '')})"))
-            page.on("pageerror", lambda e, r=report: r.console_errors.append(f"uncaught: {e}"))
-            page.on("requestfailed", lambda q, r=report: r.failed_requests.append(f"{q.url}: {q.failure}"))
-            page.on("response", lambda s, r=report: s.status >= 400 and r.failed_requests.append(
-                f"{s.url}: HTTP {s.status}"))
-            page.goto(site_url + path, wait_until="load", timeout=WAIT_MS)
-            if 'http-equiv="refresh"' in (built_site.html / path).read_text(encoding="utf-8").lower():  # index
-                page.wait_for_url(lambda url, path=path: url != site_url + path, timeout=WAIT_MS)
-                page.wait_for_load_state("load")
-            report.seen = page.evaluate(INSPECT)
-            page.screenshot(path=str(SCREENSHOTS / (path.replace("/", "__")[:-5] + ".png")), full_page=True)
-            report.animations = page.evaluate(STEP_ANIMATIONS)
-            page.close()
-        browser.close()
-    print(f"\nscreenshots of {len(results)} pages in {SCREENSHOTS}")
+        page = context.new_page()
+        page.route("**/*", browser.offline(site_url, report.remote_requests))
+        page.on("console", lambda m, r=report: m.type == "error" and r.console_errors.append(
+            f"{m.text} ({m.location.get('url', '')}:{m.location.get('lineNumber', '')})"))
+        page.on("pageerror", lambda e, r=report: r.console_errors.append(f"uncaught: {e}"))
+        page.on("requestfailed", lambda q, r=report: r.failed_requests.append(f"{q.url}: {q.failure}"))
+        page.on("response", lambda s, r=report: s.status >= 400 and r.failed_requests.append(
+            f"{s.url}: HTTP {s.status}"))
+        page.goto(site_url + path, wait_until="load", timeout=WAIT_MS)
+        if 'http-equiv="refresh"' in (built_site.html / path).read_text(encoding="utf-8").lower():  # index
+            page.wait_for_url(lambda url, path=path: url != site_url + path, timeout=WAIT_MS)
+            page.wait_for_load_state("load")
+        report.seen = page.evaluate(INSPECT)
+        page.screenshot(path=str(SCREENSHOTS / shot), full_page=True, timeout=SHOT_MS)
+        report.animations = page.evaluate(STEP_ANIMATIONS)
+        page.add_script_tag(path=str(axe_js))
+        report.axe = page.evaluate(AXE_RUN)
+        page.set_viewport_size(PHONE)
+        page.wait_for_timeout(300)  # the theme re-lays out (and MathJax re-measures) on resize
+        report.phone = page.evaluate(OVERFLOW)
+        page.screenshot(path=str(SCREENSHOTS / "phone" / shot), full_page=True, timeout=SHOT_MS)
+        page.close()
+    context.close()
+    print(f"\nscreenshots of {len(results)} pages in {SCREENSHOTS} (and {SCREENSHOTS / 'phone'})")
+    for path, report in results.items():
+        print(f"axe {path}: " + (", ".join(f"{v['id']} ({v['impact']}, {v['nodes']})" for v in report.axe) or "none"))
     return results
 
 
@@ -304,3 +313,48 @@ def test_screenshots_kept_for_every_page(reports):
     for path, report in reports.items():
         shot = SCREENSHOTS / (path.replace("/", "__")[:-5] + ".png")
         assert shot.is_file() and shot.stat().st_size > 1000 and shot.stat().st_mtime >= report.opened - 1, shot
+
+
+def test_every_image_has_alt_text_that_says_what_it_shows(reports):
+    """Figures, animation frames and widget images alike (checked after the widgets have rendered)."""
+    assert not _problems(reports, lambda r: r.seen["images_without_alt"])
+
+
+def test_axe_finds_no_serious_or_critical_accessibility_violation(reports):
+    assert not _problems(reports, lambda r: [v for v in r.axe if v["impact"] in {"serious", "critical"}])
+
+
+def test_axe_runs_and_would_report_a_violation(site_url, chromium, axe_js):
+    """The check can fail: on a page with an unlabelled image axe reports image-alt, a critical violation."""
+    page = chromium.new_page()
+    page.route("**/*", browser.offline(site_url, []))
+    page.goto(site_url + "book/intro.html", wait_until="load", timeout=WAIT_MS)
+    page.evaluate("() => { const i = document.createElement('img'); i.src = 'x.png'; "
+                  "document.querySelector('main').appendChild(i); }")
+    page.add_script_tag(path=str(axe_js))
+    violations = page.evaluate(AXE_RUN)
+    page.close()
+    assert {"id": "image-alt", "impact": "critical"}.items() <= next(v for v in violations
+                                                                     if v["id"] == "image-alt").items()
+
+
+def test_nothing_overflows_the_content_column_at_a_phone_width(reports):
+    def problems(report):
+        phone = report.phone
+        found = list(phone["sticking_out"])
+        if phone["page_scrolls_sideways"]:
+            found.append(f"the page scrolls sideways at {phone['window']} px")
+        if phone["column_right"] > phone["window"] + 1:
+            found.append(f"the content column ends at {phone['column_right']} px, past the window")
+        return found
+
+    assert not _problems(reports, problems)
+    for path, report in reports.items():
+        shot = SCREENSHOTS / "phone" / (path.replace("/", "__")[:-5] + ".png")
+        assert shot.is_file() and shot.stat().st_mtime >= report.opened - 1, shot
+
+
+def test_the_pdf_is_linked_from_the_site(built_site, reports, site_url):
+    assert built_site.pdf_returncode == 0, built_site.pdf_log[-3000:]
+    linked = [path for path, r in reports.items() if f"{site_url}{pdf.PDF_NAME}" in r.seen["links"]]
+    assert "book/pdf.html" in linked

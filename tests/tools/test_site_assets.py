@@ -13,7 +13,7 @@ import textwrap
 import nbformat
 import pytest
 
-from course_embed.tools import site
+from course_embed.tools import launch, site
 from course_embed.tools.site import (
     PACKAGES,
     AssetError,
@@ -163,7 +163,7 @@ def test_built_site_serves_its_own_assets(built_site):
             assert "_vendor/mathjax-3.2.2/es5/tex-mml-chtml.js" in text, page  # on every page: math in the nav
 
 
-def test_every_chapter_has_download_and_launch_buttons(built_site):
+def test_every_chapter_has_a_download_button(built_site):
     for entry in toc_files():
         if not (ROOT / f"{entry}.ipynb").exists():
             continue
@@ -171,8 +171,81 @@ def test_every_chapter_has_download_and_launch_buttons(built_site):
         download = re.search(r'href="([^"]*_sources/[^"]+\.ipynb)"', text)
         assert download, f"{entry}: no .ipynb download button"
         assert (built_site.html / entry).parent.joinpath(download.group(1)).resolve().is_file()
-        assert "https://mybinder.org/v2/gh/" in text and f"{entry}.ipynb" in text, f"{entry}: no Binder button"
-        assert "https://colab.research.google.com/github/" in text, f"{entry}: no Colab button"
+
+
+# What a link that was never filled in looks like: reserved example domains, template words, the old placeholder
+# repository of this course and the one Jupyter Book falls back to.
+PLACEHOLDER = re.compile(r"//(www\.)?example\.(com|org|net)\b|placeholder|your[-_]?(org|name|user|repo)|"
+                         r"course-embed/course_embed|executablebooks/jupyter-book|(?-i:\b(OWNER|USERNAME|TODO|XXX)\b)",
+                         re.IGNORECASE)
+# Where launch and repository buttons point: each must name the configured repository.
+LAUNCH_HOSTS = ("mybinder.org", "colab.research.google.com", "deepnote.com", "github.com", "gitlab.com")
+
+
+def _site_links(html_root) -> dict[str, list[str]]:
+    """Every href and src of every page of the built site, by page."""
+    links = {}
+    for page in sorted(html_root.rglob("*.html")):
+        if page.relative_to(html_root).parts[0] in {"_static", "_sources", "_vendor"}:
+            continue
+        text = page.read_text(encoding="utf-8")
+        links[page.relative_to(html_root).as_posix()] = re.findall(r'(?:href|src|action)\s*=\s*"([^"]*)"', text)
+    return links
+
+
+def placeholder_links(links: dict[str, list[str]], repository_url: str) -> dict[str, list[str]]:
+    """The links that point at a placeholder, or a launch/repository button that does not name ``repository_url``
+    (with no repository configured, there must be no such button at all)."""
+    org_repo = "/".join(repository_url.rstrip("/").split("/")[-2:]) if repository_url else None
+    found = {}
+    for page, hrefs in links.items():
+        bad = [h for h in hrefs if PLACEHOLDER.search(h)]
+        for href in hrefs:
+            host = re.match(r"https?://([^/]+)", href)
+            launch = host and host.group(1).removeprefix("www.") in LAUNCH_HOSTS and (
+                "mybinder" in href or "colab" in href or "deepnote" in href or "/blob/" in href or "/edit/" in href
+                or "/issues" in href or href.rstrip("/") == f"https://{host.group(1)}/{org_repo}")
+            if launch and (org_repo is None or org_repo not in href) and href not in bad:
+                bad.append(href)
+        if bad:
+            found[page] = bad
+    return found
+
+
+def test_placeholder_links_are_caught():
+    links = {"a.html": ["https://github.com/course-embed/course_embed", "https://example.org/x", "../b.html",
+                        "https://mybinder.org/v2/gh/someone/else/main?urlpath=lab/tree/book/01.ipynb",
+                        "https://colab.research.google.com/github/me/course/blob/main/book/01.ipynb",
+                        "https://arxiv.org/abs/1706.03762", "https://github.com/pytorch/pytorch"]}
+    assert placeholder_links(links, "https://github.com/me/course") == {"a.html": links["a.html"][:2] +
+                                                                        [links["a.html"][3]]}
+    assert placeholder_links(links, "")["a.html"] == links["a.html"][:2] + links["a.html"][3:5]
+
+
+def test_no_link_or_button_on_the_site_points_at_a_placeholder(built_site):
+    assert built_site.returncode == 0, built_site.log[-3000:]
+    url, _ = launch.repository()
+    links = _site_links(built_site.html)
+    assert sum(map(len, links.values())) > 100  # the check saw the site's links
+    assert placeholder_links(links, url) == {}
+
+
+def test_launch_buttons_appear_only_for_a_configured_repository(built_site):
+    url, branch = launch.repository()
+    for entry in toc_files():
+        if not (ROOT / f"{entry}.ipynb").exists():
+            continue
+        text = (built_site.html / f"{entry}.html").read_text(encoding="utf-8")
+        nb = nbformat.read(ROOT / f"{entry}.ipynb", as_version=4)
+        if not url:
+            assert "mybinder.org" not in text and "colab.research.google.com" not in text, entry
+            assert launch.install_cells(nb) == [], f"{entry}: install cell without a repository"
+        else:
+            org_repo = "/".join(url.split("/")[-2:])
+            assert f"https://mybinder.org/v2/gh/{org_repo}/{branch}" in text, f"{entry}: no Binder button"
+            assert f"https://colab.research.google.com/github/{org_repo}/blob/{branch}/{entry}.ipynb" in text, entry
+            assert launch.install_cells(nb) == [(0, launch.install_source(url, branch))], \
+                f"{entry}: its first cell must install the package from {url}: run python3 -m course_embed.tools.launch"
 
 
 def test_build_localises_cdn_links_in_outputs_and_flags_remote_loads(tmp_path):
@@ -186,14 +259,18 @@ def test_build_localises_cdn_links_in_outputs_and_flags_remote_loads(tmp_path):
                                  'exclude_patterns = ["_build"]\n')
     (src / "index.md").write_text("# Demo\n\n```{toctree}\nbook/anim\nbook/remote\n```\n")
 
-    def notebook(name, html):
+    def notebook(name, html, alt=None):
+        metadata = {"mystnb": {"image": {"alt": alt}}} if alt else {}
         nb = new_notebook(cells=[new_markdown_cell(f"# {name}\n\n$x^2$"), new_code_cell(
-            "HTML(...)", execution_count=1, outputs=[new_output("display_data", data={"text/html": html})])],
+            "HTML(...)", execution_count=1, metadata=metadata,
+            outputs=[new_output("display_data", data={"text/html": html})])],
             metadata={"language_info": {"name": "python"}})
         nbformat.write(nb, src / "book" / f"{name}.ipynb")
 
     fa_cdn = "https://maxcdn.bootstrapcdn.com/font-awesome/4.4.0/css/font-awesome.min.css"
-    notebook("anim", f'<link rel="stylesheet"\nhref="{fa_cdn}">\n<div class="animation"></div>')
+    notebook("anim", f'<link rel="stylesheet"\nhref="{fa_cdn}">\n<div class="animation">'
+                     '<img id="_anim_imgx">\n<input id="_anim_sliderx" type="range"></div>',
+             alt='Frames of a "wave" & its phase')
     notebook("remote", '<script src="https://cdn.example.org/lib.js"></script>')
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(out)],
@@ -202,6 +279,50 @@ def test_build_localises_cdn_links_in_outputs_and_flags_remote_loads(tmp_path):
     assert fa_cdn not in anim and 'href="../_vendor/font-awesome-4.7.0/css/font-awesome.min.css"' in anim
     assert (out / "_vendor" / "font-awesome-4.7.0" / "css" / "font-awesome.min.css").is_file()
     assert 'src="../_vendor/mathjax-3.2.2/es5/tex-mml-chtml.js' in anim
+    assert '<img alt="Frames of a &quot;wave&quot; &amp; its phase" id="_anim_imgx">' in anim
+    assert '<input aria-label="Frame" id="_anim_sliderx"' in anim
+    assert f"<style>{site.SITE_CSS}</style>" in anim
     warnings = [line for line in proc.stderr.splitlines() if "WARNING" in line]
     assert len(warnings) == 1 and "book/remote.html loads <script> https://cdn.example.org/lib.js" in warnings[0], \
         proc.stderr
+
+
+def test_accessible_page_fixes_what_axe_found_in_the_theme():
+    page = """<html><head><title>t</title></head><body>
+<button class="btn search-button-field search-button__button pst-js-only" title="Search" aria-label="Search">
+ <span class="search-button__default-text">Search</span><kbd>Ctrl</kbd>+<kbd>K</kbd></button>
+<button class="btn theme-switch-button" aria-label="Color mode">
+  <i class="theme-switch fa-solid fa-sun fa-lg" data-mode="light" title="Light"></i></button>
+<div role="list" class="citation-list"><div class="citation" id="c1" role="doc-biblioentry">A.</div></div>
+</body></html>"""
+    fixed = site.accessible_page(page)
+    assert 'title="Search">' in fixed and 'aria-label="Search"' not in fixed
+    assert 'aria-label="Color mode"' in fixed and 'data-mode="light">' in fixed and 'title="Light"' not in fixed
+    assert 'role="listitem"' in fixed and "doc-biblioentry" not in fixed
+    assert fixed.count(site.SITE_CSS) == 1 and site.accessible_page(fixed) == fixed
+
+
+@pytest.mark.parametrize("url", ["", "https://github.com/someone/course_embed"])
+def test_launch_buttons_follow_the_repository_url(tmp_path, url):
+    """A one-notebook book with the theme's launch buttons configured: they appear only with a repository URL."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    src = tmp_path / "src"
+    src.mkdir()
+    options = {"repository_url": url, "repository_branch": "main", "path_to_docs": "",
+               "launch_buttons": {"binderhub_url": "https://mybinder.org",
+                                  "colab_url": "https://colab.research.google.com"}}
+    (src / "conf.py").write_text('extensions = ["myst_nb", "course_embed.tools.site"]\nnb_execution_mode = "off"\n'
+                                 f'html_theme = "sphinx_book_theme"\nhtml_theme_options = {options!r}\n'
+                                 'exclude_patterns = ["_build"]\n')
+    nbformat.write(new_notebook(cells=[new_code_cell("1")], metadata={"language_info": {"name": "python"}}),
+                   src / "index.ipynb")
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(tmp_path / "out")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert proc.returncode == 0, proc.stderr
+    if url:
+        assert "https://mybinder.org/v2/gh/someone/course_embed/main" in page
+        assert "https://colab.research.google.com/github/someone/course_embed/blob/main/index.ipynb" in page
+    else:
+        assert "mybinder.org" not in page and "colab.research.google.com" not in page

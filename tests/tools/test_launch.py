@@ -1,0 +1,50 @@
+"""course_embed.tools.launch: the install cell that chapters opened from a launch button start with."""
+
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from course_embed.tools import launch
+
+URL = "https://github.com/someone/course_embed"
+
+
+def _notebook():
+    return new_notebook(cells=[new_markdown_cell("# 1. Title"), new_code_cell("x = 1")])
+
+
+def test_stamp_adds_one_first_cell_hidden_on_the_site_and_is_idempotent():
+    nb = _notebook()
+    assert launch.stamp(nb, URL, "main")
+    assert [c.cell_type for c in nb.cells] == ["code", "markdown", "code"]
+    assert nb.cells[0].metadata["tags"] == ["remove-cell"] and nb.cells[0].id == "course-embed-install"
+    assert f"course_embed @ git+{URL}@main" in nb.cells[0].source
+    nbformat.validate(nb)
+    assert not launch.stamp(nb, URL, "main")
+    assert launch.stamp(nb, URL + "2", "dev") and len(launch.install_cells(nb)) == 1
+    assert "git+https://github.com/someone/course_embed2@dev" in nb.cells[0].source
+    assert launch.stamp(nb, "") and launch.install_cells(nb) == [] and len(nb.cells) == 2
+
+
+def test_install_cell_is_a_no_op_where_the_package_is_importable():
+    code = launch.install_source(URL, "main").replace('"-m", "pip"', '"-c", "raise SystemExit(3)"')
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    missing = code.replace('find_spec("course_embed")', 'find_spec("no_such_module_here")')
+    assert subprocess.run([sys.executable, "-c", missing], capture_output=True).returncode == 1  # pip was called
+
+
+def test_a_url_that_is_not_https_is_refused():
+    with pytest.raises(ValueError, match=r"repository url='git@github.com:o/r' is not an https:// URL"):
+        launch.install_source("git@github.com:o/r", "main")
+
+
+def test_repository_reads_the_one_url_in_config(tmp_path):
+    config = tmp_path / "_config.yml"
+    config.write_text("repository:\n  url: \"\"\n  branch: main\n")
+    assert launch.repository(config) == ("", "main")
+    config.write_text(f"repository:\n  url: {URL}/\n  branch: dev\n")
+    assert launch.repository(config) == (URL, "dev")

@@ -1,0 +1,58 @@
+"""course_embed.tools.pdf: the book as one PDF, printed offline from the built site, holds every chapter."""
+
+import re
+
+import nbformat
+import pytest
+from pypdf import PdfReader
+
+from course_embed.tools import pdf
+
+from .test_notebooks import ROOT, toc_files
+
+
+def _plain_title(entry: str) -> list[str]:
+    """The chapter's title (its first heading) as the runs of plain words between any math."""
+    first = nbformat.read(ROOT / f"{entry}.ipynb", as_version=4).cells[0].source.splitlines()[0]
+    return [run.strip() for run in re.split(r"\$[^$]*\$", first.lstrip("# ")) if len(run.strip()) > 3]
+
+
+def test_toc_pages_follow_the_book_order():
+    pages = pdf.toc_pages()
+    assert pages[0] == "book/intro"
+    assert [p for p in pages if re.match(r"book/\d\d_", p)] == [e for e in toc_files() if re.match(r"book/\d\d_", e)]
+    assert pages == [entry for entry in toc_files() if entry not in pdf.NOT_PRINTED]
+
+
+@pytest.fixture(scope="module")
+def book_pdf(built_site):
+    assert built_site.pdf_returncode == 0, built_site.pdf_log[-3000:]
+    path = built_site.html / pdf.PDF_NAME
+    assert path.is_file() and path.read_bytes()[:5] == b"%PDF-"
+    return PdfReader(path)
+
+
+def test_the_pdf_holds_every_chapter_in_order(book_pdf):
+    text = re.sub(r"\s+", " ", " ".join(page.extract_text() for page in book_pdf.pages))
+    chapters = [entry for entry in toc_files() if (ROOT / f"{entry}.ipynb").exists()]
+    assert chapters
+    positions = []
+    for entry in chapters:
+        runs = _plain_title(entry)
+        assert runs and all(run in text for run in runs), f"{entry}: {runs} not in the PDF's text"
+        positions.append(text.index(runs[0]))
+    assert positions == sorted(positions)  # in the book's order (each title's first occurrence)
+    assert len(book_pdf.pages) >= 2 * len(chapters)
+
+
+def test_the_pdf_has_a_bookmark_per_page(book_pdf):
+    titles = [item.title for item in book_pdf.outline]
+    assert len(titles) == len(pdf.toc_pages())
+    for entry in toc_files():
+        if (ROOT / f"{entry}.ipynb").exists():
+            assert any(_plain_title(entry)[0] in title for title in titles), (entry, titles)
+
+
+def test_build_pdf_refuses_a_site_that_was_not_built(tmp_path):
+    with pytest.raises(RuntimeError, match=r"no book/intro\.html, .*book/bibliography\.html in .*build the site first"):
+        pdf.build_pdf(tmp_path)
