@@ -250,6 +250,15 @@ class Outcome:
             f"{label} raised {self.raised} ({self.message[:120]}), expected {error.__name__}")
 
 
+def as_tensor(value: Any, label: str) -> torch.Tensor:
+    """The data of a tensor a probe function returned inside a dict or list; ``AssertionError`` otherwise."""
+    if isinstance(value, Tensor):
+        return value.data
+    what = "None (did you replace the `...` and `return` the result?)" if value is None else \
+        value.get("__type__", "not a tensor") if isinstance(value, dict) else type(value).__name__
+    raise AssertionError(f"{label} must return a torch tensor, got {what}")
+
+
 def _subclass_names(error: type) -> set[str]:
     names, todo = set(), [error]
     while todo:
