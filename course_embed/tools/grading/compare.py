@@ -115,7 +115,7 @@ def strip_checks(source: str, filename: str = "<tests>") -> str:
             if (mod or "").startswith("course_embed") and mod != "course_embed.tools.grading.probe":
                 raise ValueError(f"{filename}:{node.lineno}: import {mod} inside the test functions, after the "
                                  f"yield (the sandbox has no course_embed)")
-    for func in [n for n in tree.body if isinstance(n, ast.FunctionDef)]:
+    for func in [n for n in tree.body if isinstance(n, ast.FunctionDef) and _is_test(n)]:
         for index, stmt in enumerate(func.body):
             value = None
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Yield):
@@ -129,6 +129,11 @@ def strip_checks(source: str, filename: str = "<tests>") -> str:
             if any(isinstance(n, ast.Yield) for n in ast.walk(func)):
                 raise ValueError(f"{filename}: test {func.name}: put its one yield at the top level of its body")
     return ast.unparse(tree) + "\n"
+
+
+def _is_test(func: ast.FunctionDef) -> bool:
+    """Whether ``func`` is decorated with ``@test(...)``."""
+    return any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "test" for d in func.decorator_list)
 
 
 def read_output(path: Path) -> object:
