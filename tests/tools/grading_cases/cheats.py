@@ -6,7 +6,6 @@ cheats answer nothing honestly unless their entry says so, so each must score ex
 
 from __future__ import annotations
 
-import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +118,7 @@ def build_batch(folder: Path, student_nb, solution: list[str], wrong_exercise_nb
         cases.append(Case(rel, scores, error))
 
     def variant(edit):
-        nb = nbformat.from_dict(json.loads(nbformat.writes(good)))
+        nb = nbformat.reads(nbformat.writes(good), as_version=4)
         edit(nb)
         return nb
 
