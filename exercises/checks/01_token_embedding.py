@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from course_embed.tools.grading.probe import run, test
+from course_embed.tools.grading.probe import as_tensor, run, test
 
 
 @test("q1", points=1)
@@ -15,9 +15,11 @@ def init_in_place_with_the_right_std(init_embedding_):
         return {"same": init_embedding_(w, padding_idx=0) is w, "weight": w}
 
     got = yield run(probe)
+    if got.raised and "leaf Variable" in got.message:
+        raise AssertionError("init_embedding_ changes a Parameter in place: wrap the init in `with torch.no_grad():`")
     result = got.ok("init_embedding_(w, padding_idx=0)")
     assert result["same"], "return the tensor you were given, initialised in place"
-    w = result["weight"].data
+    w = as_tensor(result["weight"], "weight")
     assert torch.all(w[0] == 0), "row padding_idx must be zero after the init"
     std = w[1:].std().item()
     assert abs(std - 64 ** -0.5) < 0.05 * 64 ** -0.5, f"std is {std:.4f}, expected d_model ** -0.5 = {64 ** -0.5:.4f}"
@@ -40,9 +42,9 @@ IDS = torch.tensor([[0, 3, 9], [1, 1, 0]])
 def token_embedding_scales_the_lookup(TokenEmbedding):
     got = yield run(_lookup, TokenEmbedding, IDS)
     result = got.ok("TokenEmbedding(10, 8, padding_idx=0)")
-    weight = result["weight"].data
+    weight = as_tensor(result["weight"], "TokenEmbedding(10, 8).weight")
     assert tuple(weight.shape) == (10, 8), "weight must be (vocab_size, d_model)"
-    out = result["out"].data
+    out = as_tensor(result["out"], "TokenEmbedding(10, 8)(ids)")
     assert tuple(out.shape) == (2, 3, 8), f"expected shape (2, 3, 8), got {tuple(out.shape)}"
     assert torch.allclose(out, weight[IDS] * math.sqrt(8)), "forward must return weight[ids] * sqrt(d_model)"
     assert torch.all(out[0, 0] == 0), "the pad id must map to a zero vector"
@@ -53,8 +55,8 @@ def token_embedding_pad_row_gets_no_gradient_and_float_ids_raise(TokenEmbedding)
     upstream = torch.linspace(-1.0, 1.0, 48).reshape(2, 3, 8)  # not zero at the pads
     got = yield [run(_lookup, TokenEmbedding, IDS, upstream), run(_lookup, TokenEmbedding, IDS.float())]
     grad = got[0].ok("backward through TokenEmbedding")["grad"]
-    assert isinstance(grad, torch.Tensor) or grad is not None, "no gradient reached weight"
-    grad = grad.data
+    assert grad is not None, "no gradient reached weight: use the Parameter itself in forward, not a copy"
+    grad = as_tensor(grad, "weight.grad")
     assert torch.all(grad[0] == 0), "the pad row must receive no gradient (F.embedding's padding_idx)"
     assert grad[3].abs().sum() > 0, "row 3 was looked up: it must receive a gradient"
     got[1].raises("forward with float ids", TypeError)

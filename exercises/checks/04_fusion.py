@@ -62,8 +62,9 @@ def add_fusion_any_length_and_offset_and_2d_ids(AddFusion):
 @test("q2", points=1)
 def concat_fusion_token_part_then_pe(ConcatFusion):
     ids = torch.tensor([[3, 4, 5]])
-    got = yield run(_fusion, ConcatFusion, (20, 8), ids, (0, 5))
-    r = got.ok("ConcatFusion(20, 8)")
+    got = yield [run(_fusion, ConcatFusion, (20, 8), ids, (0, 5)), run(ConcatFusion, 20, 8, d_position=8)]
+    got[1].raises("ConcatFusion(20, 8, d_position=8)", ValueError)
+    r = got[0].ok("ConcatFusion(20, 8)")
     weight = r["weight"].data.double()
     assert tuple(weight.shape) == (20, 4), "with d_position = d_model // 2 the token table is (20, 4)"
     for offset, out in zip((0, 5), r["outs"]):

@@ -174,7 +174,7 @@ def test_submissions_are_found_per_student_at_any_depth_and_the_latest_wins(tmp_
         (tmp_path / name).write_text("{}")
     found = find_submissions([tmp_path])
     assert {found.students[p]: str(p.relative_to(tmp_path)) for p in found.paths} == {
-        "alice": "alice/03.ipynb", "groups": "groups/week3/bob/03.ipynb", "top": "top.ipynb",
+        "alice": "alice/03.ipynb", "groups/week3/bob": "groups/week3/bob/03.ipynb", "top": "top.ipynb",
         "carol": "carol/03_sinusoidal_2099_01_01T00_00_00_000000.zip"}
     skipped = "\n".join(found.skipped)
     assert "notes.txt: not a notebook" in skipped and ".ipynb_checkpoints" in skipped
@@ -363,7 +363,7 @@ def test_a_folder_per_student_batch_is_graded_whole(cheat_batch):
     rows = list(csv.DictReader(cheat_batch["out"].open()))
     students = [r["student"] for r in rows]
     assert len(rows) == len(cheat_batch["cases"]) and len(set(students)) == len(students)
-    assert {"alice", "bob", "groups", "dave"} <= set(students)  # "groups" holds carol, two folders down
+    assert {"alice", "bob", "groups/week3/carol", "dave"} <= set(students)  # carol sits two folders down
     dave = next(r for r in rows if r["student"] == "dave")
     assert dave["submission"].endswith(".zip") and dave["total"] == "9"  # his later submission won
     assert all(r["submitted"] and r["graded_at"] for r in rows)

@@ -30,9 +30,9 @@ class Found:
 def find_submissions(paths: list[str | Path]) -> Found:
     """Notebooks and exported zips among ``paths``, searching folders at any depth.
 
-    The student of a file is the first folder under the given one (the usual LMS download: one folder per
-    student), or, for a file given directly or lying at the top of the folder, its name without the suffix and
-    without an export time stamp. When a student handed in more than once, the latest wins: the newest export
+    The student of a file is the folder holding it, as a path under the given folder (the usual LMS download,
+    one folder per student, gives ``alice``; ``week3/alice`` when nested deeper), or, for a file given directly or
+    lying at the top of the folder, its name without the suffix and without an export time stamp. When a student handed in more than once, the latest wins: the newest export
     time stamp in the file name, else the newest modification time; the others are skipped and reported.
     Other files (``notes.txt``, checkpoints) are skipped and reported as well.
     """
@@ -47,7 +47,7 @@ def find_submissions(paths: list[str | Path]) -> Found:
                 if ".ipynb_checkpoints" in rel.parts or path.suffix not in SUFFIXES:
                     found.skipped.append(f"{path}: not a notebook or an exported zip")
                     continue
-                candidates.append((path, rel.parts[0] if len(rel.parts) > 1 else _stem_student(path)))
+                candidates.append((path, rel.parent.as_posix() if len(rel.parts) > 1 else _stem_student(path)))
         elif given.suffix in SUFFIXES or not given.exists():
             candidates.append((given, _stem_student(given)))
         else:
