@@ -2,8 +2,8 @@
 
     python benchmarks/grading.py --exercise 03_sinusoidal --count 12 --jobs 2
 
-Prints one table: submissions, wall time, seconds per submission, and the load average before and after (the
-machine may be shared). Each submission starts its own bubblewrap sandbox, Python, IPython and torch.
+Prints one table: submissions, wall time, seconds per submission, and the load average before and after (on a
+shared machine, compare runs made one after the other under the same load). Each submission starts its own bubblewrap sandbox, Python, IPython and torch.
 """
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ def main() -> None:
                            jobs=args.jobs)
         wall = time.monotonic() - start
     full = sum(r.total == book.possible for r in book.rows)
-    print(f"| exercise | submissions | jobs | full marks | wall (s) | s per submission | load before | load after |")
-    print(f"|---|---|---|---|---|---|---|---|")
-    print(f"| {args.exercise} | {len(book.rows)} | {args.jobs} | {full} | {wall:.1f} | {wall / len(book.rows):.2f} | "
-          f"{load:.1f} | {os.getloadavg()[0]:.1f} |")
+    n = len(book.rows)
+    print("| exercise | submissions | jobs | full marks | wall (s) | s per submission | load before | load after |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| {args.exercise} | {n} | {args.jobs} | {full} | {wall:.1f} | {wall / n:.2f} | {load:.1f} | "
+          f"{os.getloadavg()[0]:.1f} |")
 
 
 if __name__ == "__main__":
