@@ -60,7 +60,7 @@ def test_questions_have_public_checks_in_the_notebook_and_hidden_tests_outside_i
     assert student.metadata["otter"]["assignment_name"] == name
     assert set(public) == {q.name for q in questions}
     for q in questions:
-        assert f'check_public("{name}", "{q.name}"' in public[q.name], f"{q.name}'s check must run the public tests"
+        assert f"check_public('{name}', '{q.name}'" in public[q.name], f"{q.name}'s check must run the public tests"
     hidden = {t.name for t in suite.tests if t.hidden}
     text = built.student.read_text() + (ROOT / "exercises" / "checks" / f"{name}.py").read_text()
     assert hidden and not any(n in text for n in hidden), "a hidden test leaked into what learners get"
@@ -75,7 +75,7 @@ def test_measurement_questions_ask_for_the_code_that_measures(built_exercises, n
     student = nbformat.read(built_exercises[name].student, as_version=4)
     prompt = next(c.source for c in student.cells if c.cell_type == "markdown"
                   and c.source.startswith(f"**Question {question[1:]} ("))
-    assert f"Write `{function}(" in prompt and "as code" in prompt
+    assert re.search(rf"Write\s+`{function}\(", prompt) and "as code" in prompt
     assert "digest" not in built_exercises[name].student.read_text()
 
 
