@@ -3,7 +3,8 @@
     python benchmarks/grading.py --exercise 03_sinusoidal --count 12 --jobs 2
 
 Prints one table: submissions, wall time, seconds per submission, and the load average before and after (on a
-shared machine, compare runs made one after the other under the same load). Each submission starts its own bubblewrap sandbox, Python, IPython and torch.
+shared machine, compare runs made one after the other under the same load). Each submission starts its own
+bubblewrap sandbox, Python, IPython and torch.
 """
 
 from __future__ import annotations

@@ -72,7 +72,8 @@ def concat_fusion_matches_reference(ConcatFusion):
         label = f"ConcatFusion({v}, {d}, d_position={dp}, padding_idx={pad})"
         ref = ce.TransformerEmbedding(v, d, "sinusoidal", "concat", dropout=0.0, padding_idx=pad, d_position=dp)
         weight = as_tensor(r["weight"], "token.weight")
-        assert weight.shape == ref.token.weight.shape, f"{label}: the token table must be {tuple(ref.token.weight.shape)}"
+        shape = tuple(ref.token.weight.shape)
+        assert tuple(weight.shape) == shape, f"{label}: the token table must be {shape}"
         with torch.no_grad():
             ref.token.weight.copy_(weight)
         for offset, out in zip((0, 17), r["outs"]):

@@ -16,7 +16,8 @@ def _rope_cases(rope):
     for shape, base, dtype in ROPE_CASES:
         x = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
         kept = x.clone()
-        found.append({"x": kept, "outs": [rope(x, offset, base) for offset in OFFSETS], "unchanged": torch.equal(x, kept)})
+        outs = [rope(x, offset, base) for offset in OFFSETS]
+        found.append({"x": kept, "outs": outs, "unchanged": torch.equal(x, kept)})
     return found
 
 

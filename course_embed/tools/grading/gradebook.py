@@ -32,9 +32,10 @@ def find_submissions(paths: list[str | Path]) -> Found:
 
     The student of a file is the folder holding it, as a path under the given folder (the usual LMS download,
     one folder per student, gives ``alice``; ``week3/alice`` when nested deeper), or, for a file given directly or
-    lying at the top of the folder, its name without the suffix and without an export time stamp. When a student handed in more than once, the latest wins: the newest export
-    time stamp in the file name, else the newest modification time; the others are skipped and reported.
-    Other files (``notes.txt``, checkpoints) are skipped and reported as well.
+    lying at the top of the folder, its name without the suffix and without an export time stamp. When a student
+    handed in more than once, the latest wins: the newest export time stamp in the file name, else the newest
+    modification time; the others are skipped and reported. Other files (``notes.txt``, checkpoints) are skipped
+    and reported as well.
     """
     found = Found()
     candidates: list[tuple[Path, str]] = []

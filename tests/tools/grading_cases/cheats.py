@@ -30,7 +30,6 @@ class Case:
 
 def _cheats(root: Path, gradebook: Path) -> dict[str, tuple[dict[int, str], tuple[float, float, float]]]:
     """Answer cells (0 = q1) for each cheat, and what it honestly earns."""
-    source = root / "exercises" / "source" / "03_sinusoidal.ipynb"
     forger = (f"import time, pathlib\ntime.sleep(8)\n"
               f"pathlib.Path({str(gradebook)!r}).write_text('student,total\\nforged,9\\n')  # {SURVIVOR_TOKEN}")
     return {
@@ -137,8 +136,8 @@ def build_batch(folder: Path, student_nb, solution: list[str], wrong_exercise_nb
     put("d02_exception/03_sinusoidal.ipynb",
         variant(lambda nb: setattr(nb.cells[q2], "source", "raise RuntimeError('stuck')\n" + nb.cells[q2].source)),
         (4, 0, 2), "q2's answer cell: RuntimeError: stuck")
-    put("d03_sysexit/03_sinusoidal.ipynb", variant(lambda nb: nb.cells.insert(q2, new_code_cell("import sys\nsys.exit(3)"))),
-        (4, 3, 2), "SystemExit")
+    put("d03_sysexit/03_sinusoidal.ipynb",
+        variant(lambda nb: nb.cells.insert(q2, new_code_cell("import sys\nsys.exit(3)"))), (4, 3, 2), "SystemExit")
     put("d04_os_exit_in_q3/03_sinusoidal.ipynb",
         variant(lambda nb: setattr(nb.cells[q3], "source", "import os\nos._exit(1)")), (4, 3, 0),
         "the notebook's process died")
