@@ -1,8 +1,9 @@
 """course-embed: project tasks for maintainers and instructors.
 
     course-embed execute [NOTEBOOK ...]   execute chapters in place (default: every book/*.ipynb)
-    course-embed exercises [NAME ...]     regenerate student notebooks and autograders from exercises/source
-    course-embed grade SUBMISSION ...     grade exercise submissions into a gradebook CSV
+    course-embed exercises [NAME ...]     regenerate student notebooks from exercises/source
+    course-embed grade SUBMISSION ...     grade submissions, each in a sandbox, into a gradebook CSV and feedback
+    course-embed release OUT              copy the course for learners: no solutions, no hidden tests
     course-embed status [NOTEBOOK ...]    measure chapters on CPU and rewrite book/status.md (default: every chapter)
 """
 
@@ -49,27 +50,50 @@ def _exercises(args: argparse.Namespace) -> int:
             else:
                 print(f"{exercise.student}: up to date")
         else:
-            built = regenerate(exercise, run_tests=not args.no_run_tests)
-            print(f"{exercise.name}: wrote {built.student} and {built.autograder}")
+            built = regenerate(exercise, run_tests=args.run_tests)
+            print(f"{exercise.name}: wrote {built.student}")
     return 1 if stale else 0
 
 
 def _grade(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .grading import expand_submissions, grade_batch
+    from .grading import SandboxUnavailable
+    from .grading.batch import Interrupted, grade_batch
+    from .grading.gradebook import find_submissions
 
-    paths = expand_submissions(args.submissions)
-    with tqdm(total=len(paths), unit="submission", desc="grading", file=sys.stderr,
+    found = find_submissions(args.submissions)
+    for skipped in found.skipped:
+        print(f"skipped {skipped}", file=sys.stderr)
+    with tqdm(total=len(found.paths), unit="submission", desc="grading", file=sys.stderr,
               disable=None) as bar:  # disable=None: no bar when stderr is not a terminal
         try:
-            book = grade_batch(paths, args.out, exercise=args.exercise, root=args.root, autograder=args.autograder,
-                               jobs=args.jobs, timeout=args.timeout, on_result=lambda row: bar.update())
-        except ValueError as err:
+            book = grade_batch(found, args.out, exercise=args.exercise, root=args.root, jobs=args.jobs,
+                               timeout=args.timeout, feedback=args.feedback, on_result=lambda row: bar.update())
+        except (ValueError, SandboxUnavailable) as err:
             print(err, file=sys.stderr)
             return 2
+        except Interrupted as stop:
+            print(f"\n{stop}; gradebook: {args.out}", file=sys.stderr)
+            return 130
     print(book.summary())
     print(f"gradebook: {args.out}")
+    if not book.rows:
+        print(f"no submissions found in {', '.join(args.submissions)} (a notebook .ipynb or an exported .zip, "
+              f"at any depth)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    from .grading.release import make_release
+
+    try:
+        written = make_release(".", args.out)
+    except (ValueError, FileExistsError) as err:
+        print(err, file=sys.stderr)
+        return 2
+    print(f"wrote {len(written)} files to {args.out} (no exercises/source, no hidden tests, no solutions)")
     return 0
 
 
@@ -96,21 +120,27 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("notebooks", nargs="*", help="notebooks to execute (default: book/*.ipynb)")
     run.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell (default 600)")
     run.set_defaults(func=_execute)
-    ex = sub.add_parser("exercises", help="regenerate student notebooks and autograders from exercises/source")
+    ex = sub.add_parser("exercises", help="regenerate student notebooks from exercises/source")
     ex.add_argument("names", nargs="*", help="exercises to regenerate, e.g. 01_token_embedding (default: all)")
     ex.add_argument("--check", action="store_true", help="only report stale student notebooks (exit 1 if any)")
-    ex.add_argument("--no-run-tests", action="store_true", help="skip running the tests against the solutions")
+    ex.add_argument("--run-tests", action="store_true", help="also run the public tests against the solutions")
     ex.add_argument("--root", default="exercises", help="the exercises folder (default: exercises)")
     ex.set_defaults(func=_exercises)
-    gr = sub.add_parser("grade", help="grade exercise submissions (otter-grader, no Docker) into a gradebook CSV")
-    gr.add_argument("submissions", nargs="+", help="submitted notebooks or exported zips, or folders of them")
+    gr = sub.add_parser("grade", help="grade submissions, each in a bubblewrap sandbox, into a gradebook CSV")
+    gr.add_argument("submissions", nargs="+",
+                    help="notebooks, exported zips, or folders of them (any depth; one folder per student)")
     gr.add_argument("--out", default="gradebook.csv", help="gradebook CSV to write (default: gradebook.csv)")
+    gr.add_argument("--feedback", help="folder for each student's results.json and feedback.txt "
+                                       "(default: <out>-feedback next to the gradebook)")
     gr.add_argument("--exercise", help="exercise name, e.g. 01_token_embedding (default: from the notebooks)")
     gr.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel (default 2)")
     gr.add_argument("--timeout", type=float, default=300, help="seconds allowed per submission (default 300)")
-    gr.add_argument("--root", default="exercises", help="the exercises folder (default: exercises)")
-    gr.add_argument("--autograder", help="an autograder zip to use (default: the exercise's, built on demand)")
+    gr.add_argument("--root", default="exercises",
+                    help="the instructor's exercises folder, with checks/ and source/ (default: exercises)")
     gr.set_defaults(func=_grade)
+    rel = sub.add_parser("release", help="copy the course for learners without solutions or hidden tests")
+    rel.add_argument("out", help="folder to create (must not exist)")
+    rel.set_defaults(func=_release)
     st = sub.add_parser("status", help="measure chapters on CPU with strict nbval; rewrite the execution status page")
     st.add_argument("notebooks", nargs="*", help="chapters to measure (default: every chapter in _toc.yml)")
     st.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell (default 600)")

@@ -1,58 +1,22 @@
 """The exercises as learners get them: generated from their sources and up to date, 2-4 questions with points,
-public and hidden tests, measurement checks that do not give the answer away, and a site page that lists them."""
+public checks in the notebook and hidden tests outside it, measurements asked as code, and a site page."""
 
-import math
 import re
 import shutil
 
 import nbformat
 import pytest
-import torch
 import yaml
-from otter.test_files import ExceptionTestFile
 
-import course_embed as ce
-from course_embed.lab.bench import tensor_bytes
-from course_embed.lab.token_embedding import row_norms
 from course_embed.tools.cli import main
-from course_embed.tools.grading import answer_digest, check_measurement, read_questions
+from course_embed.tools.grading import load_suite
 
 from .grading_cases import EXERCISES, NAMES, ROOT, built_exercises  # noqa: F401
 
-
-def _embedding_seed0() -> torch.Tensor:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return torch.nn.Embedding(1000, 512).weight.detach().double()
-
-
-def _first_rise() -> int:
-    table = ce.sinusoidal_table(400, 64, dtype=torch.float64)
-    dots = table @ table[0]
-    return next(k for k in range(1, 400) if dots[k] > dots[k - 1])
-
-
-def _sparse_fraction() -> float:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        ids = torch.randint(0, 32000, (8, 256))
-    weight = torch.zeros(32000, 512, requires_grad=True)
-    torch.nn.functional.embedding(ids, weight, sparse=True).sum().backward()
-    return tensor_bytes(weight.grad.coalesce()) / tensor_bytes(weight.detach())
-
-
-#: Each exercise's measurement question: (question, variable, decimals of the public check, reference value).
-MEASUREMENTS = {
-    "01_token_embedding": ("q3", "mean_row_norm", 2, lambda: row_norms(_embedding_seed0()).mean().item()),
-    "02_scaling": ("q3", "measured_ratio", 3, lambda: row_norms(_embedding_seed0()).mean().item() * math.sqrt(512)
-                   / row_norms(ce.sinusoidal_table(1000, 512)).mean().item()),
-    "03_sinusoidal": ("q3", "first_rise", 0, _first_rise),
-    "04_fusion": ("q4", "mean_abs_cos", 4, lambda: torch.nn.functional.cosine_similarity(
-        _embedding_seed0()[:100], ce.sinusoidal_table(100, 512, dtype=torch.float64), dim=-1).abs().mean().item()),
-    "05_rope_alibi": ("q3", "recent_weight", 4, lambda: torch.softmax(
-        ce.alibi_bias(ce.alibi_slopes(8, dtype=torch.float64), 128), dim=-1)[3, 0, -16:].sum().item()),
-    "06_optimization": ("q3", "sparse_fraction", 4, _sparse_fraction),
-}
+#: Each exercise's measurement question and the function that measures (graded by running it).
+MEASUREMENTS = {"01_token_embedding": ("q3", "mean_row_norm"), "02_scaling": ("q3", "measured_ratio"),
+                "03_sinusoidal": ("q3", "first_rise"), "04_fusion": ("q4", "mean_abs_cos"),
+                "05_rope_alibi": ("q3", "recent_weight"), "06_optimization": ("q3", "sparse_fraction")}
 
 
 def test_every_source_has_its_student_notebook_and_no_other():
@@ -86,51 +50,41 @@ def test_staleness_check_fails_on_an_edited_source(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_questions_have_points_public_and_hidden_tests(built_exercises, name):
+def test_questions_have_public_checks_in_the_notebook_and_hidden_tests_outside_it(built_exercises, name):
     built = built_exercises[name]
-    questions = read_questions(built.autograder)
+    suite = load_suite(ROOT / "exercises", name)
+    questions = suite.questions
     assert 2 <= len(questions) <= 4 and all(q.points > 0 for q in questions)
-    assert MEASUREMENTS[name][0] in {q.name for q in questions}
     student = nbformat.read(built.student, as_version=4)
     public = student.metadata["otter"]["tests"]
     assert student.metadata["otter"]["assignment_name"] == name
     assert set(public) == {q.name for q in questions}
-    solution = nbformat.read(built.solution, as_version=4).metadata["otter"]["tests"]
     for q in questions:
-        cases = ExceptionTestFile.from_string(solution[q.name], path=q.name).test_cases
-        assert any(c.hidden for c in cases) and any(not c.hidden for c in cases), f"{q.name} needs both kinds"
-        hidden_names = {c.body.test_func.__name__ for c in cases if c.hidden}
-        assert not any(n in public[q.name] for n in hidden_names), f"a hidden test of {q.name} leaked"
-    text = built.student.read_text()
-    assert "# BEGIN SOLUTION" not in text and "hidden: true" not in text
+        assert f"check_public('{name}', '{q.name}'" in public[q.name], f"{q.name}'s check must run the public tests"
+    hidden = {t.name for t in suite.tests if t.hidden}
+    text = built.student.read_text() + (ROOT / "exercises" / "checks" / f"{name}.py").read_text()
+    assert hidden and not any(n in text for n in hidden), "a hidden test leaked into what learners get"
+    assert "# BEGIN SOLUTION" not in text and "hidden=True" not in text
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_measurement_check_matches_the_reference_without_revealing_it(built_exercises, name):
-    question, variable, decimals, reference = MEASUREMENTS[name]
-    value = reference()
-    salt = f"{name}/{question}"
-    text = built_exercises[name].student.read_text()
-    public = nbformat.read(built_exercises[name].student, as_version=4).metadata["otter"]["tests"][question]
-    quote = "[\"']"  # otter rewrites the test source with ast.unparse, which prefers single quotes
-    digests = re.findall(rf"check_measurement\({quote}{variable}{quote}, {variable}, {quote}([0-9a-f]{{64}}){quote}, "
-                         rf"decimals={decimals}, salt={quote}{re.escape(salt)}{quote}\)", public)
-    assert digests == [answer_digest(value, decimals, salt)], "the public check's digest is not the reference's"
-    check_measurement(variable, value, digests[0], decimals=decimals, salt=salt)
-    if isinstance(value, int):
-        assert not re.search(rf"\b{value}\b", public), "the public test shows the answer"
-    else:
-        for places in range(max(1, decimals - 1), decimals + 3):
-            assert f"{value:.{places}f}" not in text, f"the student notebook shows the answer ({places} places)"
-        with pytest.raises(AssertionError):
-            check_measurement(variable, value + 3 * 10.0 ** -decimals, digests[0], decimals=decimals, salt=salt)
+def test_measurement_questions_ask_for_the_code_that_measures(built_exercises, name):
+    question, function = MEASUREMENTS[name]
+    suite = load_suite(ROOT / "exercises", name)
+    assert {t.answers for t in suite.tests if t.question == question} == {(function,)}
+    student = nbformat.read(built_exercises[name].student, as_version=4)
+    prompt = next(c.source for c in student.cells if c.cell_type == "markdown"
+                  and c.source.startswith(f"**Question {question[1:]} ("))
+    assert re.search(rf"Write\s+`{function}\(", prompt) and "as code" in prompt
+    assert "digest" not in built_exercises[name].student.read_text()
 
 
 def test_site_page_lists_every_exercise_and_the_book_does_not_run_them():
     page = (ROOT / "book" / "exercises.md").read_text()
     for name in NAMES:
         assert f"exercises/{name}.ipynb" in page, f"book/exercises.md does not list {name}"
-    for needle in ('grader.check("q1")', "course-embed grade", "grader.export", "jupyter lab"):
+    for needle in ('grader.check("q1")', "course-embed grade", "course-embed release", "grader.export",
+                   "jupyter lab", "exercises/source", "sandbox"):
         assert needle in page
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]

@@ -1,107 +1,154 @@
-"""Grading is real: solutions score full marks, blank notebooks zero, partial answers partial credit, answers that
-reuse course_embed's implementation nothing, and every kind of broken submission gets its own row and a clear error.
+"""Grading can be trusted: each submission runs in a bubblewrap sandbox and only gathers its answers' outputs; the
+grader checks them outside. Solutions score full marks, untouched notebooks zero, answers that reuse course_embed
+nothing, each cheat of issue 15 only what it honestly answered, and every broken submission gets its row.
 
-The round trips run real kernels through otter's local runner (no Docker); the helpers are tested without one.
+The helpers are tested without a sandbox; the round trips share two batches (module-scoped fixtures) so that the
+sandboxes start once: one per exercise (solution, untouched, partly right) and the cheating batch of exercise 03.
 """
 
+import _thread
 import csv
-import functools
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import nbformat
 import pytest
 import torch
 from nbformat.v4 import new_code_cell, new_notebook
 
-import course_embed as ce
-from course_embed.tools import grading
 from course_embed.tools.cli import main
-from course_embed.tools.grading import (
-    Gradebook,
-    GradeRow,
-    Question,
-    answer_digest,
-    assert_own_work,
-    call_own,
-    check_measurement,
-    grade_batch,
-    infer_exercise,
-    missing_answers,
-    read_questions,
-    read_submission,
-)
+from course_embed.tools.grading import batch, compare, probe, sandbox
+from course_embed.tools.grading.compare import Question, TestResult, load_suite, read_output, strip_checks
+from course_embed.tools.grading.feedback import results_json
+from course_embed.tools.grading.gradebook import Gradebook, GradeRow, find_submissions
+from course_embed.tools.grading.release import make_release
+from course_embed.tools.grading.submission import plan, read_submission
 
-from .grading_cases import (  # noqa: F401
-    ALIASES,
-    NAMES,
-    answer_cells,
-    built_exercises,
-    solution_answers,
-    with_answers,
-)
+from .grading_cases import ALIASES, NAMES, ROOT, built_exercises, solution_answers, with_answers  # noqa: F401
+from .grading_cases.cheats import SURVIVOR_TOKEN, build_batch, loop_notebook
 
-# --- the helpers the exercises' tests use ------------------------------------------------------------------------
+SPEC = '''
+import torch
+from course_embed.tools.grading.probe import run, test
+
+@test("q1", points=2)
+def doubles(f):
+    got = yield [run(f, torch.tensor([1.0, 2.0])), run(f, "bad")]
+    out = got[0].tensor("f(x)", shape=(2,), dtype=torch.float32)
+    assert torch.equal(out, torch.tensor([2.0, 4.0])), "f must double SECRET_EXPECTATION"
+    got[1].raises("f('bad')", TypeError)
+'''
 
 
-class OwnEmbedding(torch.nn.Module):
-    def forward(self, ids):
-        return ids * 2
+def _spec(tmp_path):
+    (tmp_path / "spec.py").write_text(SPEC)
+    return probe.tests_of(probe.load_module(tmp_path / "spec.py", "spec"))[0]
 
 
-class Subclassed(ce.TokenEmbedding):
-    pass
+def _double(x):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError("x must be a tensor")
+    return x * 2
 
 
-def test_assert_own_work_rejects_the_reference_however_it_is_renamed():
-    for shortcut in (ce.TokenEmbedding, ce.sinusoidal_table, functools.partial(ce.sinusoidal_table, base=100.0),
-                     Subclassed, Subclassed(5, 4), ce.TokenEmbedding(5, 4), functools.wraps(ce.tie_weights)(lambda: 0)):
-        with pytest.raises(AssertionError, match="course_embed"):
-            assert_own_work("answer", shortcut)
-    for missing in (None, Ellipsis):
-        with pytest.raises(AssertionError, match="not defined"):
-            assert_own_work("answer", missing)
-    assert_own_work("answer", OwnEmbedding)
-    assert_own_work("answer", OwnEmbedding())
-    assert_own_work("answer", lambda x: x + 1)
+# --- the test format: gather inside, check outside ---------------------------------------------------------------
 
 
-def test_call_own_catches_a_wrapper_of_the_reference_and_lets_own_code_through():
-    def wrapper(length, d_model):
-        return ce.sinusoidal_table(length, d_model)
-
-    def own(length, d_model):
-        return torch.zeros(length, d_model) + 1
-
-    with pytest.raises(AssertionError, match="sinusoidal.sinusoidal_table"):
-        call_own("wrapper", wrapper, 3, 4)
-    with pytest.raises(AssertionError, match="sinusoidal"):  # not the reference's own ValueError for odd widths
-        call_own("wrapper", wrapper, 3, 5)
-    assert torch.equal(call_own("own", own, 3, 4), torch.ones(3, 4))
-    with pytest.raises(AssertionError, match="TransformerEmbedding"):  # composition: the reference built inside
-        call_own("Composed", lambda: torch.nn.ModuleList([ce.TransformerEmbedding(5, 4)]))
-    assert call_own("Own", OwnEmbedding)(torch.tensor([3])).item() == 6
+def test_a_test_gathers_data_then_checks_it_outside(tmp_path):
+    spec = _spec(tmp_path)
+    assert (spec.question, spec.points, spec.answers) == ("q1", 2.0, ("f",))
+    gathered = probe.gather(spec, {"f": _double})
+    reloaded = torch.load(_save(tmp_path, gathered), weights_only=True)  # what crosses is plain data
+    assert probe.check(spec, reloaded) == (True, "")
+    assert probe.check(spec, probe.gather(spec, {"f": lambda x: x})) == (False, "f must double SECRET_EXPECTATION")
+    passed, message = probe.check(spec, probe.gather(spec, {"f": lambda x: x.numpy() * 2}))
+    assert not passed and "must return a torch tensor, got ndarray" in message
+    passed, message = probe.check(spec, probe.gather(spec, {}))
+    assert not passed and "`f` is not defined" in message
+    passed, message = probe.check(spec, probe.gather(spec, {"f": ...}))
+    assert not passed and "`f` is not defined" in message
 
 
-def test_check_measurement_accepts_a_band_and_never_shows_the_answer():
-    answer, salt = 22.634976569187753, "ex/q"
-    digest = answer_digest(answer, 2, salt)
-    for good in (answer, answer + 0.004, answer - 0.004, torch.tensor(answer)):
-        check_measurement("x", good, digest, decimals=2, salt=salt)
-    for wrong in (answer + 0.02, answer - 0.02, 22.0, 2 * answer):
-        with pytest.raises(AssertionError) as err:
-            check_measurement("x", wrong, digest, decimals=2, salt=salt)
-        assert "22.6" not in str(err.value)
-    assert answer_digest(answer, 2, "other/q") != digest  # salted: the same number in another question differs
-    for not_a_number in (None, Ellipsis, "22.63", True, float("nan")):
-        with pytest.raises(AssertionError, match="`x` must"):
-            check_measurement("x", not_a_number, digest, decimals=2, salt=salt)
-    whole = answer_digest(6, 0, salt)
-    check_measurement("k", 6, whole, decimals=0, salt=salt)
-    for near in (5, 7):  # an integer answer is exact: no rounding band
-        with pytest.raises(AssertionError):
-            check_measurement("k", near, whole, decimals=0, salt=salt)
+def _save(tmp_path, data):
+    torch.save(data, tmp_path / "out.pt")
+    return tmp_path / "out.pt"
+
+
+def test_only_the_gathering_half_enters_the_sandbox(tmp_path):
+    stripped = strip_checks(SPEC)
+    assert "SECRET_EXPECTATION" not in stripped and "raises" not in stripped and "return [run(f" in stripped
+    module = tmp_path / "stripped.py"
+    module.write_text(stripped)
+    spec = probe.tests_of(probe.load_module(module, "stripped"))[0]
+    assert probe.check(_spec(tmp_path), probe.gather(spec, {"f": _double})) == (True, "")
+    with pytest.raises(ValueError, match="import course_embed"):
+        strip_checks("import course_embed\n" + SPEC)
+    with pytest.raises(ValueError, match="one yield at the top level"):
+        strip_checks(SPEC.replace("    got = yield [", "    for _ in (1,):\n        got = yield ["))
+
+
+def test_outputs_are_read_as_data_only(tmp_path):
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'pwned'}",))
+
+    forged = tmp_path / "forged.pt"
+    forged.write_bytes(pickle.dumps({"x": Payload()}))
+    assert "unreadable outputs" in read_output(forged)["__gather_failed__"]
+    assert not (tmp_path / "pwned").exists()
+    big = tmp_path / "big.pt"
+    with open(big, "wb") as f:
+        f.truncate(compare.MAX_OUTPUT_BYTES + 1)
+    assert "larger than" in read_output(big)["__gather_failed__"]
+    assert read_output(tmp_path / "missing.pt") is None
+
+
+def test_every_exercise_has_public_and_hidden_tests_worth_its_points(built_exercises):
+    for name in NAMES:
+        suite = load_suite(ROOT / "exercises", name)
+        student = nbformat.read(built_exercises[name].student, as_version=4)
+        text = "".join(c.source for c in student.cells if c.cell_type == "markdown")
+        for q in suite.questions:
+            assert f"**Question {q.name[1:]} ({q.points:g} points)" in text, (name, q)
+            kinds = {t.hidden for t in suite.tests if t.question == q.name}
+            assert kinds == {True, False}, f"{name} {q.name} needs public and hidden tests"
+        assert 2 <= len(suite.questions) <= 4
+
+
+def test_grader_check_runs_the_public_tests_in_the_kernel_and_warns_about_the_reference(built_exercises):
+    ns = {"torch": torch}
+    solution = solution_answers(built_exercises["03_sinusoidal"])
+    exec("import math\nimport course_embed as ce\n" + "\n".join(solution[:2]), ns)
+    probe.check_public("03_sinusoidal", "q1", sinusoidal=ns["sinusoidal"])
+    probe.check_public("03_sinusoidal", "q2", rotation=ns["rotation"])
+    import course_embed as ce
+
+    with pytest.raises(AssertionError, match="calls course_embed's sinusoidal.sinusoidal_table"):
+        probe.check_public("03_sinusoidal", "q1", sinusoidal=lambda *a: ce.sinusoidal_table(*a))
+    with pytest.raises(AssertionError, match="odd width|ValueError|returned"):
+        probe.check_public("03_sinusoidal", "q1", sinusoidal=lambda n, d, b=1e4: ns["sinusoidal"](n, d + d % 2, b))
+
+
+# --- submissions, students, gradebook, feedback ------------------------------------------------------------------
+
+
+def test_plan_runs_learner_cells_and_checkpoints_at_each_check():
+    nb = new_notebook(cells=[new_code_cell("# Initialize Otter\nimport otter\ngrader = otter.Notebook('x.ipynb')"),
+                             new_code_cell("def f():\n    return 1", metadata={"tags": ["otter_answer_cell"]}),
+                             new_code_cell('grader.check("q1")'), new_code_cell("x = f()"),
+                             new_code_cell("grader.check_all()")])
+    steps = plan(json.loads(nbformat.writes(nb)))
+    assert steps == [{"source": "def f():\n    return 1", "label": "q1's answer cell"}, {"checkpoint": "q1"},
+                     {"source": "x = f()", "label": "the cell `x = f()`"}]
 
 
 def test_read_submission_says_what_is_wrong(tmp_path):
@@ -113,105 +160,132 @@ def test_read_submission_says_what_is_wrong(tmp_path):
     assert "UTF-8" in read_submission(tmp_path / "binary.ipynb")[1]
     assert "nbformat 4" in read_submission(tmp_path / "list.ipynb")[1]
     assert read_submission(tmp_path / "notes.zip")[1].startswith("cannot read the file")
-    assert read_submission(tmp_path / "missing.ipynb")[1].startswith("cannot read the file")
     with zipfile.ZipFile(tmp_path / "two.zip", "w") as zf:
         zf.writestr("a.ipynb", nbformat.writes(new_notebook()))
         zf.writestr("b.ipynb", nbformat.writes(new_notebook()))
     assert "2 notebooks" in read_submission(tmp_path / "two.zip")[1]
-    with zipfile.ZipFile(tmp_path / "one.zip", "w") as zf:
-        zf.writestr("sub/a.ipynb", nbformat.writes(new_notebook(cells=[new_code_cell("x = 1")])))
-        zf.writestr(".OTTER_LOG", b"\x00")
-    nb, error = read_submission(tmp_path / "one.zip")
-    assert error == "" and "".join(nb["cells"][0]["source"]) == "x = 1"
 
 
-def test_missing_answers_names_the_question_and_ignores_magics():
-    questions = [Question("q1", 3.0, ("f",)), Question("q2", 2.0, ("Model", "g")), Question("q3", 1.0, ("x",))]
-    nb = new_notebook(cells=[new_code_cell("%matplotlib inline\ndef f(a):\n    return a"),
-                             new_code_cell("class Model:\n    pass"), new_code_cell("def g(:\n  pass"),
-                             new_code_cell("from math import tau as x")])
-    assert missing_answers(nb, questions) == ["q2: no cell defines `g` (answer cell deleted or renamed?)"]
+def test_submissions_are_found_per_student_at_any_depth_and_the_latest_wins(tmp_path):
+    files = ["alice/03.ipynb", "groups/week3/bob/03.ipynb", "top.ipynb", "carol/03_sinusoidal.ipynb",
+             "carol/03_sinusoidal_2099_01_01T00_00_00_000000.zip", "notes.txt", "alice/.ipynb_checkpoints/03.ipynb"]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    found = find_submissions([tmp_path])
+    assert {found.students[p]: str(p.relative_to(tmp_path)) for p in found.paths} == {
+        "alice": "alice/03.ipynb", "groups/week3/bob": "groups/week3/bob/03.ipynb", "top": "top.ipynb",
+        "carol": "carol/03_sinusoidal_2099_01_01T00_00_00_000000.zip"}
+    skipped = "\n".join(found.skipped)
+    assert "notes.txt: not a notebook" in skipped and ".ipynb_checkpoints" in skipped
+    assert "carol/03_sinusoidal.ipynb: carol handed in a later file" in skipped
 
 
-def test_infer_exercise_takes_the_majority_and_refuses_to_guess(tmp_path):
-    def write(name, exercise):
-        nb = new_notebook()
-        if exercise:
-            nb.metadata["otter"] = {"assignment_name": exercise}
-        nbformat.write(nb, tmp_path / name)
-        return tmp_path / name
+def test_gradebook_is_written_atomically_and_readable_by_others(tmp_path, monkeypatch):
+    import importlib
 
-    a, b, c = write("a.ipynb", "01_x"), write("b.ipynb", "01_x"), write("c.ipynb", "02_y")
-    plain = write("p.ipynb", None)
-    assert infer_exercise([a, b, c, plain]) == "01_x"
-    with pytest.raises(ValueError, match="--exercise"):
-        infer_exercise([a, c])
-    with pytest.raises(ValueError, match="--exercise"):
-        infer_exercise([plain])
-
-
-def test_gradebook_is_written_atomically(tmp_path, monkeypatch):
+    assign = importlib.import_module("course_embed.tools.grading.assign")
     book = Gradebook("01_x", [Question("q1", 2.0, ("f",)), Question("q2", 1.5, ("g",))],
-                     [GradeRow("a.ipynb", "01_x", {"q1": 2.0, "q2": 0.5}),
-                      GradeRow("b.ipynb", "01_x", {"q1": 0.0, "q2": 0.0}, "cell 3: ValueError: no, \"quoted\"")])
+                     [GradeRow("ann", "a.ipynb", "01_x", {"q1": 2.0, "q2": 0.5}, "", "2026-01-01T00:00:00Z", "t1"),
+                      GradeRow("ben", "b.ipynb", "01_x", {"q1": 0.0, "q2": 0.0}, 'q1: "quoted"')])
     out = tmp_path / "gradebook.csv"
     book.write(out)
     rows = list(csv.reader(out.open()))
-    assert rows == [["submission", "exercise", "q1", "q2", "total", "possible", "error"],
-                    ["a.ipynb", "01_x", "2", "0.5", "2.5", "3.5", ""],
-                    ["b.ipynb", "01_x", "0", "0", "0", "3.5", 'cell 3: ValueError: no, "quoted"']]
+    assert rows[0] == ["student", "submission", "submitted", "graded_at", "exercise", "q1", "q2", "total",
+                       "possible", "error"]
+    assert rows[1] == ["ann", "a.ipynb", "2026-01-01T00:00:00Z", "t1", "01_x", "2", "0.5", "2.5", "3.5", ""]
+    assert rows[2][-1] == 'q1: "quoted"' and oct(out.stat().st_mode & 0o777) == "0o644"
     before = out.read_bytes()
-
-    def crash(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(grading.os, "replace", crash)
+    monkeypatch.setattr(assign.os, "replace", lambda src, dst: (_ for _ in ()).throw(OSError("disk full")))
     book.rows.pop()
     with pytest.raises(OSError):
         book.write(out)
-    assert out.read_bytes() == before  # the old gradebook survives whole
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gradebook.csv"]  # no temporary file left behind
+    assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["gradebook.csv"]
 
 
-def test_batch_runs_two_at_a_time_keeps_order_and_saves_after_each_row(tmp_path, monkeypatch, built_exercises):
-    autograder = built_exercises["01_token_embedding"].autograder
-    barrier = threading.Barrier(2, timeout=30)
-    seen_on_disk = []
-
-    def fake_grade(path, exercise, autograder, questions, timeout):
-        if path.name == "boom.ipynb":
-            raise RuntimeError("a bug in the grader")
-        if path.name in ("a.ipynb", "b.ipynb"):
-            barrier.wait()  # passes only if both run at the same time
-        return GradeRow(str(path), exercise, {q.name: 1.0 for q in questions})
-
-    def on_result(row):
-        seen_on_disk.append(len(list(csv.reader((tmp_path / "gb.csv").open()))) - 1)
-
-    monkeypatch.setattr(grading, "grade_submission", fake_grade)
-    paths = [tmp_path / n for n in ("a.ipynb", "b.ipynb", "boom.ipynb", "c.ipynb")]
-    book = grade_batch(paths, tmp_path / "gb.csv", exercise="01_token_embedding", autograder=autograder, jobs=2,
-                       on_result=on_result)
-    assert [r.submission for r in book.rows] == [str(p) for p in paths]
-    assert [r.total for r in book.rows] == [3.0, 3.0, 0.0, 3.0]
-    assert book.rows[2].error == "internal grading error: RuntimeError: a bug in the grader"
-    assert seen_on_disk == [1, 2, 3, 4]  # the gradebook on disk grows with every finished submission
+def test_results_json_follows_gradescope():
+    results = [TestResult("t1", "q1", 1.0, 1.0, "", False), TestResult("t2", "q1", 0.0, 2.0, "wrong", True)]
+    data = results_json(results, "q3's answer cell: RuntimeError: x", 3.21)
+    assert data["score"] == 1.0 and data["execution_time"] == 3.2 and "RuntimeError" in data["output"]
+    assert data["tests"] == [
+        {"name": "q1 t1", "score": 1.0, "max_score": 1.0, "output": "passed", "visibility": "visible"},
+        {"name": "q1 t2", "score": 0.0, "max_score": 2.0, "output": "wrong", "visibility": "after_published"}]
 
 
-def test_read_questions_gives_points_and_answer_names(built_exercises):
-    questions = read_questions(built_exercises["01_token_embedding"].autograder)
-    assert [(q.name, q.points, q.answers) for q in questions] == [
-        ("q1", 3.0, ("init_embedding_",)), ("q2", 4.0, ("TokenEmbedding",)), ("q3", 2.0, ("mean_row_norm",))]
+def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tmp_path, monkeypatch):
+    started, sleepers = [], []
+
+    def fake_grade(path, student, suite, feedback, timeout, running):
+        started.append(path.name)
+        if path.name == "s0.ipynb":
+            return GradeRow(student, str(path), suite.exercise, {q.name: 1.0 for q in suite.questions})
+        sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        sleepers.append(sleeper)
+        with running.lock:
+            running.procs.add(sleeper)
+        threading.Timer(0.5, _thread.interrupt_main).start()  # Ctrl-C while this one runs
+        sleeper.wait()
+        return GradeRow(student, str(path), suite.exercise, {})
+
+    monkeypatch.setattr(batch, "grade_submission", fake_grade)
+    monkeypatch.setattr(batch, "require_bwrap", lambda: "ok")
+    paths = []
+    for i in range(12):
+        nbformat.write(new_notebook(), tmp_path / f"s{i}.ipynb")
+        paths.append(tmp_path / f"s{i}.ipynb")
+    start = time.monotonic()
+    with pytest.raises(batch.Interrupted, match="interrupted: 1 of 12"):
+        batch.grade_batch(paths, tmp_path / "gb.csv", exercise="03_sinusoidal", root=ROOT / "exercises", jobs=1)
+    assert time.monotonic() - start < 20
+    assert all(s.wait(timeout=10) is not None for s in sleepers)  # killed, not left running
+    assert len(started) <= 3  # the queue was cancelled
+    rows = list(csv.DictReader((tmp_path / "gb.csv").open()))
+    assert [r["student"] for r in rows] == ["s0"]
 
 
-# --- round trips through otter's local runner ---------------------------------------------------------------------
+def test_an_empty_batch_exits_non_zero_with_an_empty_gradebook(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "notes.txt").write_text("x")
+    code = main(["grade", str(tmp_path / "in"), "--out", str(tmp_path / "gb.csv"), "--exercise", "03_sinusoidal",
+                 "--root", str(ROOT / "exercises")])
+    assert code == 1
+    assert list(csv.reader((tmp_path / "gb.csv").open()))[1:] == []
+    err = capsys.readouterr().err
+    assert "notes.txt: not a notebook" in err and "no submissions found" in err
+
+
+def test_missing_bubblewrap_is_a_clear_error(monkeypatch):
+    sandbox.require_bwrap.cache_clear()
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    try:
+        with pytest.raises(sandbox.SandboxUnavailable, match="apt-get install bubblewrap"):
+            sandbox.require_bwrap()
+    finally:
+        sandbox.require_bwrap.cache_clear()
+
+
+def test_release_leaves_out_solutions_and_hidden_tests(tmp_path):
+    files = make_release(ROOT, tmp_path / "release")
+    assert "exercises/03_sinusoidal.ipynb" in files and "exercises/checks/03_sinusoidal.py" in files
+    assert not any(f.startswith("exercises/source/") for f in files)
+    for path in (tmp_path / "release" / "exercises").rglob("*"):
+        if path.is_file():
+            assert "# BEGIN SOLUTION" not in path.read_text() and "hidden=True" not in path.read_text()
+    with pytest.raises(FileExistsError):
+        make_release(ROOT, tmp_path / "release")
+
+
+# --- round trips through the sandbox -------------------------------------------------------------------------------
+
+
+def _grade_dirs() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("course-embed-grade-*")}
 
 
 @pytest.fixture(scope="module")
 def graded(built_exercises, tmp_path_factory):
-    """Per exercise, the gradebook rows of three notebooks: the solution; the untouched student notebook; and a
-    partly right one, whose answers in ALIASES reuse course_embed's implementation and whose other answers are the
-    solution's. Two exercises are graded at a time, one notebook each."""
+    """Per exercise, the rows of three notebooks: the solution; the untouched student notebook; and a partly right
+    one, whose answers in ALIASES reuse course_embed's implementation. Two exercises are graded at a time."""
 
     def grade(name):
         built = built_exercises[name]
@@ -220,15 +294,11 @@ def graded(built_exercises, tmp_path_factory):
         answers = solution_answers(built)
         notebooks = {"solution": with_answers(student, dict(enumerate(answers))), "untouched": student,
                      "partial": with_answers(student, {k: ALIASES[name].get(k, a) for k, a in enumerate(answers)})}
-        paths = []
         for kind, nb in notebooks.items():
             nbformat.write(nb, folder / f"{kind}.ipynb")
-            paths.append(folder / f"{kind}.ipynb")
-        done = []
-        book = grade_batch(paths, folder / "gradebook.csv", exercise=name, autograder=built.autograder, jobs=1,
-                           on_result=done.append, timeout=240)
-        assert len(done) == len(paths)
-        return {kind: row for kind, row in zip(notebooks, book.rows)}, book
+        book = batch.grade_batch([folder / f"{k}.ipynb" for k in notebooks], folder / "gradebook.csv",
+                                 exercise=name, root=ROOT / "exercises", jobs=1, timeout=240)
+        return {row.student: row for row in book.rows}, book
 
     with ThreadPoolExecutor(2) as pool:
         return dict(zip(NAMES, pool.map(grade, NAMES)))
@@ -248,80 +318,77 @@ def test_untouched_student_notebook_scores_zero(graded, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_partly_right_notebook_gets_partial_credit(graded, name):
+def test_reference_aliases_get_nothing_and_the_rest_full_credit(graded, name):
     rows, book = graded[name]
-    right = [q for k, q in enumerate(book.questions) if k not in ALIASES[name]]
-    assert right and all(rows["partial"].scores[q.name] == q.points for q in right)
-    assert 0 < rows["partial"].total < book.possible
+    for k, q in enumerate(book.questions):
+        assert rows["partial"].scores[q.name] == (0 if k in ALIASES[name] else q.points), (q.name, rows["partial"])
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_reference_aliases_get_no_credit(graded, name):
-    rows, book = graded[name]
-    assert rows["partial"].error == ""  # the aliases run fine: only the own-work checks refuse them
-    assert all(rows["partial"].scores[book.questions[k].name] == 0 for k in ALIASES[name])
+@pytest.fixture(scope="module")
+def cheat_batch(built_exercises, tmp_path_factory):
+    """The batch of exercise 03 (see grading_cases/cheats.py) graded through the CLI, and, at the same time, a
+    notebook that loops in q3, graded with a short time limit."""
+    folder = tmp_path_factory.mktemp("cheats")
+    out = folder / "gradebook.csv"
+    student = nbformat.read(built_exercises["03_sinusoidal"].student, as_version=4)
+    solution = solution_answers(built_exercises["03_sinusoidal"])
+    wrong = nbformat.read(built_exercises["05_rope_alibi"].student, as_version=4)
+    cases = build_batch(folder / "batch", student, solution, wrong, ROOT, out)
+    (folder / "loop").mkdir()
+    nbformat.write(loop_notebook(student, solution), folder / "loop" / "03_sinusoidal.ipynb")
+    before = _grade_dirs()
+    with ThreadPoolExecutor(1) as pool:
+        looping = pool.submit(batch.grade_batch, [folder / "loop"], folder / "loop.csv", exercise="03_sinusoidal",
+                              root=ROOT / "exercises", jobs=1, timeout=60)
+        code = main(["grade", str(folder / "batch"), "--out", str(out), "--root", str(ROOT / "exercises"),
+                     "--timeout", "240"])
+        loop_book = looping.result()
+    return {"code": code, "cases": cases, "out": out, "folder": folder, "before": before, "after": _grade_dirs(),
+            "ended": time.monotonic(), "bytes": out.read_bytes(), "loop": loop_book.rows[0]}
 
 
-def test_broken_submissions_each_get_their_row_with_a_clear_error(built_exercises, tmp_path, capsys):
-    built = built_exercises["01_token_embedding"]
-    student = nbformat.read(built.student, as_version=4)
-    good = with_answers(student, dict(enumerate(solution_answers(built))))
-    q1, q2, q3 = answer_cells(good)  # cells 5, 8 and 11 counted from 1
+def test_every_cheat_and_broken_submission_scores_only_what_it_answered(cheat_batch):
+    assert cheat_batch["code"] == 0
+    rows = {r["submission"]: r for r in csv.DictReader(cheat_batch["out"].open())}
+    batch_dir = cheat_batch["folder"] / "batch"
+    for case in cheat_batch["cases"]:
+        row = rows[str(batch_dir / case.path)]
+        assert tuple(float(row[q]) for q in ("q1", "q2", "q3")) == case.scores, (case.path, row)
+        assert case.error in row["error"], (case.path, row["error"])
+        if case.error == "" and case.scores == (4, 3, 2):
+            assert row["error"] == "", (case.path, row["error"])
 
-    def variant(edit):
-        nb = nbformat.from_dict(nbformat.reads(nbformat.writes(good), as_version=4))
-        edit(nb)
-        return nb
 
-    def insert(source):
-        return variant(lambda nb: nb.cells.insert(3, new_code_cell(source)))  # becomes cell 4
+def test_a_folder_per_student_batch_is_graded_whole(cheat_batch):
+    rows = list(csv.DictReader(cheat_batch["out"].open()))
+    students = [r["student"] for r in rows]
+    assert len(rows) == len(cheat_batch["cases"]) and len(set(students)) == len(students)
+    assert {"alice", "bob", "groups/week3/carol", "dave"} <= set(students)  # carol sits two folders down
+    dave = next(r for r in rows if r["student"] == "dave")
+    assert dave["submission"].endswith(".zip") and dave["total"] == "9"  # his later submission won
+    assert all(r["submitted"] and r["graded_at"] for r in rows)
+    feedback = cheat_batch["folder"] / "gradebook-feedback"
+    alice = json.loads((feedback / "alice" / "results.json").read_text())
+    assert alice["score"] == 9 and all(t["score"] == t["max_score"] for t in alice["tests"])
+    bob = (feedback / "bob" / "feedback.txt").read_text()
+    assert "score: 0 / 9" in bob and "[hidden] sinusoidal_matches_reference (1): failed:" in bob
 
-    nbformat.write(good, tmp_path / "good.ipynb")
-    notebooks = {  # the loop first, so its time limit runs while the other worker grades the rest; it sleeps,
-        "loop": insert("import time\nwhile True:\n    time.sleep(0.1)"),  # leaving that worker the CPU
-        "syntax": variant(lambda nb: setattr(nb.cells[q2], "source", "class TokenEmbedding(nn.Module:\n    pass")),
-        "exception": variant(lambda nb: setattr(nb.cells[q3], "source",
-                                                "raise RuntimeError('broken on purpose')\n" + nb.cells[q3].source)),
-        "sysexit": insert("import sys\nsys.exit(3)"),
-        "dead": insert("import os\nos._exit(1)"),
-        "deleted": variant(lambda nb: nb.cells.pop(q2)),
-        "renamed": variant(lambda nb: setattr(nb.cells[q2], "source", nb.cells[q2].source.replace(
-            "class TokenEmbedding", "class MyEmbedding"))),
-        "wrong": nbformat.read(built_exercises["02_scaling"].student, as_version=4),
-        "plain": new_notebook(cells=[new_code_cell("x = 1")]),
-    }
-    paths = []
-    for kind, nb in notebooks.items():
-        nbformat.write(nb, tmp_path / f"{kind}.ipynb")
-        paths.append(tmp_path / f"{kind}.ipynb")
-    (tmp_path / "invalid.ipynb").write_text(nbformat.writes(good)[:500])
-    with zipfile.ZipFile(tmp_path / "exported.zip", "w") as zf:  # what grader.export() hands in
-        zf.write(tmp_path / "good.ipynb", "01_token_embedding.ipynb")
-    paths += [tmp_path / "invalid.ipynb", tmp_path / "exported.zip"]
-    out = tmp_path / "gradebook.csv"
 
-    code = main(["grade", *map(str, paths), "--out", str(out), "--exercise", "01_token_embedding",
-                 "--autograder", str(built.autograder), "--timeout", "40"])
-    assert code == 0
-    rows = list(csv.DictReader(out.open()))
-    assert [r["submission"] for r in rows] == [str(p) for p in paths]
-    got = {p.stem: (r["q1"], r["q2"], r["q3"], r["error"]) for p, r in zip(paths, rows)}
-    expected = {
-        "syntax": ("3", "0", "2", f"cell {q2 + 1}: SyntaxError"),
-        "exception": ("3", "4", "0", f"cell {q3 + 1}: RuntimeError: broken on purpose"),
-        "loop": ("0", "0", "0", "timed out after 40 s"),
-        "sysexit": ("3", "4", "2", "cell 4: SystemExit: 3"),
-        "dead": ("0", "0", "0", "the kernel died"),
-        "deleted": ("3", "0", "2", "q2: no cell defines `TokenEmbedding` (answer cell deleted or renamed?)"),
-        "renamed": ("3", "0", "2", "q2: no cell defines `TokenEmbedding` (answer cell deleted or renamed?)"),
-        "wrong": ("0", "0", "0", "wrong exercise: this notebook is for 02_scaling, not 01_token_embedding"),
-        "plain": ("0", "0", "0", "not an exercise notebook"),
-        "invalid": ("0", "0", "0", "not a notebook: invalid JSON"),
-        "exported": ("3", "4", "2", ""),
-    }
-    for kind, (s1, s2, s3, error) in expected.items():
-        assert got[kind][:3] == (s1, s2, s3), (kind, got[kind])
-        assert (error in got[kind][3]) if error else got[kind][3] == "", (kind, got[kind])
-    summary = capsys.readouterr().out
-    assert "01_token_embedding: graded 11 submissions, 10 with errors" in summary
-    assert f"{tmp_path / 'loop.ipynb'}: timed out" in summary
+def test_a_time_limit_keeps_the_questions_answered_before_it(cheat_batch):
+    row = cheat_batch["loop"]
+    assert (row.scores, row.error.split(" (")[0]) == ({"q1": 4.0, "q2": 3.0, "q3": 0.0}, "timed out after 60 s")
+
+
+def test_nothing_a_submission_started_survives_and_the_gradebook_stays_as_written(cheat_batch):
+    survivors = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if SURVIVOR_TOKEN.encode() in cmdline.read_bytes():
+                survivors.append(cmdline.parent.name)
+        except OSError:
+            continue
+    assert survivors == [], "processes a submission started outlived its sandbox"
+    # The PID namespace ended every process above, so nothing is left to write; wait past the forger's delay anyway
+    time.sleep(max(0.0, cheat_batch["ended"] + 10 - time.monotonic()))
+    assert cheat_batch["out"].read_bytes() == cheat_batch["bytes"]
+    assert cheat_batch["after"] <= cheat_batch["before"], "temporary grading folders were left behind"

@@ -1,7 +1,7 @@
 """Shared by test_exercises.py and test_grading.py: the exercises built once per run, and submissions made from them.
 
-The autograders are built into one folder per test run and shared by xdist workers through a file lock, like the
-book build in conftest.py.
+The student notebooks are built into one folder per test run and shared by xdist workers through a file lock, like
+the book build in conftest.py. :mod:`.cheats` holds the cheating and broken submissions of the grading batch.
 """
 
 from __future__ import annotations
@@ -21,49 +21,42 @@ EXERCISES = find_exercises(ROOT / "exercises")
 NAMES = [e.name for e in EXERCISES]
 
 #: For each exercise, answers that only reuse course_embed's implementation, by answer cell (0 = the first):
-#: an import under the question's name, a subclass, a ``functools.partial``, a hand-written wrapper. None of them
-#: may earn the points of its question.
+#: an import under the question's name, a subclass, a hand-written wrapper (the questions chosen so that no other
+#: answer of the notebook depends on them; more shortcuts are in :mod:`.cheats`). None of them
+#: may earn the points of its question: the sandbox's course_embed holds only ``setup``.
 ALIASES = {
     "01_token_embedding": {
-        0: "def init_embedding_(weight, padding_idx=None):\n"
-           "    return ce.init_table_(weight, 'scaled_normal', padding_idx)",
-        1: "from course_embed import TokenEmbedding",
+        1: 'from course_embed import TokenEmbedding',
     },
     "02_scaling": {
-        0: "from course_embed.lab.token_embedding import init_std\n\n"
-           "def expected_norm_ratio(init, vocab_size, d_model, scale=True):\n"
-           "    pe = ce.sinusoidal_table(1, d_model).norm().item()\n"
-           "    return init_std(init, vocab_size, d_model) * d_model ** 0.5 * (d_model ** 0.5 if scale else 1) / pe",
-        1: "tie = ce.tie_weights",
+        0: 'from course_embed.lab.token_embedding import init_std\n'
+           '\n'
+           'def expected_norm_ratio(init, vocab_size, d_model, scale=True):\n'
+           '    pe = ce.sinusoidal_table(1, d_model).norm().item()\n'
+           '    return init_std(init, vocab_size, d_model) * d_model ** 0.5 * (d_model ** 0.5 if scale else 1) / pe',
+        1: 'tie = ce.tie_weights',
     },
     "03_sinusoidal": {
-        0: "import functools\nsinusoidal = functools.partial(ce.sinusoidal_table)",
-        1: "def rotation(k, d_model, base=10000.0):\n    return ce.offset_rotation(k, d_model, base)",
+        1: 'def rotation(k, d_model, base=10000.0):\n'
+           '    return ce.offset_rotation(k, d_model, base)',
     },
     "04_fusion": {
-        0: "class AddFusion(ce.TransformerEmbedding):\n"
-           "    def __init__(self, vocab_size, d_model, padding_idx=None):\n"
-           "        super().__init__(vocab_size, d_model, dropout=0.0, padding_idx=padding_idx)",
-        1: "class ConcatFusion(nn.Module):\n"
-           "    def __init__(self, vocab_size, d_model, d_position=None, padding_idx=None):\n"
-           "        super().__init__()\n"
+        1: 'class ConcatFusion(nn.Module):\n'
+           '    def __init__(self, vocab_size, d_model, d_position=None, padding_idx=None):\n'
+           '        super().__init__()\n'
            "        self.inner = ce.TransformerEmbedding(vocab_size, d_model, fusion='concat', dropout=0.0,\n"
-           "                                             d_position=d_position, padding_idx=padding_idx)\n"
-           "        self.token = self.inner.token\n\n"
-           "    def forward(self, ids, offset=0):\n"
-           "        return self.inner(ids, offset)",
+           '                                             d_position=d_position, padding_idx=padding_idx)\n'
+           '        self.token = self.inner.token\n'
+           '\n'
+           '    def forward(self, ids, offset=0):\n'
+           '        return self.inner(ids, offset)',
     },
     "05_rope_alibi": {
-        0: "def rope(x, offset=0, base=10000.0):\n"
-           "    return ce.RotaryEmbedding(x.shape[-1], base).rotate(x, offset)",
-        1: "from course_embed import alibi_slopes",
+        0: 'def rope(x, offset=0, base=10000.0):\n'
+           '    return ce.RotaryEmbedding(x.shape[-1], base).rotate(x, offset)',
     },
     "06_optimization": {
-        0: "from course_embed.fusion import lookup_add_reference as lookup_add",
-        1: "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
-           "    emb = ce.TokenEmbedding(vocab_size, grad_out.shape[-1], padding_idx, scale=False, sparse=True)\n"
-           "    emb.to(grad_out.device, grad_out.dtype)(ids).backward(grad_out)\n"
-           "    return emb.weight.grad.coalesce()",
+        0: 'from course_embed.fusion import lookup_add_reference as lookup_add',
     },
 }
 
@@ -91,7 +84,7 @@ def solution_answers(built: Assigned) -> list[str]:
 
 @pytest.fixture(scope="session")
 def built_exercises(tmp_path_factory) -> dict[str, Assigned]:
-    """Every exercise run through ``otter assign`` once per test run: student notebook, solution, autograder."""
+    """Every exercise run through ``otter assign`` once per test run: student notebook and solution."""
     base = tmp_path_factory.getbasetemp()
     # xdist workers share the run's folder (the parent of theirs); without xdist that parent outlives the run
     out = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "exercises-build"
@@ -104,5 +97,5 @@ def built_exercises(tmp_path_factory) -> dict[str, Assigned]:
                 assign(exercise.source, folder)
                 done.touch()
             built[exercise.name] = Assigned(folder / f"{exercise.name}.ipynb",
-                                            folder / f"{exercise.name}-solution.ipynb", folder / f"{exercise.name}.zip")
+                                            folder / f"{exercise.name}-solution.ipynb")
     return built

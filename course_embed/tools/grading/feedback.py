@@ -1,0 +1,48 @@
+"""Feedback a learner keeps: per submission, Gradescope's ``results.json`` and a plain-text ``feedback.txt``.
+
+``results.json`` follows Gradescope's autograder specification: ``score``, ``execution_time`` and ``tests``, each
+test with ``name``, ``score``, ``max_score``, ``output`` and ``visibility`` (``visible`` for public tests,
+``after_published`` for hidden ones, so an instructor publishing grades decides when learners see them).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .assign import atomic_write
+from .compare import Question, TestResult
+
+
+def results_json(results: list[TestResult], error: str, seconds: float) -> dict:
+    """The Gradescope ``results.json`` content for one submission."""
+    data = {"score": sum(r.score for r in results), "execution_time": round(seconds, 1),
+            "tests": [r.as_gradescope() for r in results]}
+    if error:
+        data["output"] = f"While grading: {error}"
+    return data
+
+
+def feedback_text(student: str, exercise: str, questions: list[Question], results: list[TestResult],
+                  error: str) -> str:
+    """A readable report: per question its score, then each test that failed and why."""
+    total, possible = sum(r.score for r in results), sum(q.points for q in questions)
+    lines = [f"{exercise}: {student}", f"score: {total:g} / {possible:g}", ""]
+    if error:
+        lines += [f"while grading: {error}", ""]
+    for q in questions:
+        mine = [r for r in results if r.question == q.name]
+        lines.append(f"{q.name}: {sum(r.score for r in mine):g} / {q.points:g}")
+        for r in mine:
+            mark = "passed" if r.score == r.max_score else f"failed: {r.output}"
+            lines.append(f"  [{'hidden' if r.hidden else 'public'}] {r.name} ({r.max_score:g}): {mark}")
+    return "\n".join(lines) + "\n"
+
+
+def write_feedback(folder: Path, student: str, exercise: str, questions: list[Question],
+                   results: list[TestResult], error: str, seconds: float) -> None:
+    """Write ``results.json`` and ``feedback.txt`` into ``folder`` (created)."""
+    atomic_write(folder / "results.json",
+                 (json.dumps(results_json(results, error, seconds), indent=1) + "\n").encode())
+    atomic_write(folder / "feedback.txt",
+                 feedback_text(student, exercise, questions, results, error).encode())

@@ -1,0 +1,97 @@
+"""Inside the sandbox: run the learner's cells, then gather each question's outputs as data.
+
+This file is copied into the sandbox and run there as ``python -I runner.py`` (it imports nothing from the real
+``course_embed``: the sandbox's ``lib/`` holds only a stub with ``setup`` and :mod:`.probe`). It reads
+``plan.json`` (the cells to run, in order, and a checkpoint wherever the notebook had ``grader.check("qN")``) and
+the gathering halves of the tests in ``probes/``. At each checkpoint, and again after the last cell, it gathers
+the question's outputs in a forked child (so a crash or a change the tests make cannot reach the notebook) and
+writes them, test by test, to ``out/<test>.pt`` with ``torch.save``; the grader reads them back with
+``torch.load(weights_only=True)``. What it wrote before a timeout or a dead process stays: questions answered
+before an infinite loop or ``os._exit`` are still graded. Cell errors go to ``out/cells.json``.
+"""
+
+import json
+import os
+import sys
+import traceback
+
+WORK = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(WORK, "lib"))
+
+import torch  # noqa: E402
+
+from course_embed.tools.grading import probe  # noqa: E402  (the stub's copy)
+
+
+def _atomic(path, write):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _save(name, data):
+    _atomic(os.path.join(WORK, "out", f"{name}.pt"), lambda tmp: torch.save(data, tmp))
+
+
+def _gather(question, specs, namespace):
+    """Gather every test of ``question`` in a forked child; returns a note when the child did not finish."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            for spec in specs:
+                if spec.question == question:
+                    _save(spec.name, probe.gather(spec, namespace))
+        except BaseException:
+            code = 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if status:
+        return f"{question}: the tests stopped while running your answer (exit status {status}): a crash?"
+    return ""
+
+
+def main():
+    with open(os.path.join(WORK, "plan.json")) as f:
+        plan = json.load(f)
+    specs = []
+    for name in sorted(os.listdir(os.path.join(WORK, "probes"))):
+        specs += probe.tests_of(probe.load_module(os.path.join(WORK, "probes", name), f"_probes_{name[:-3]}"))
+    os.makedirs(os.path.join(WORK, "out"), exist_ok=True)
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance(colors="nocolor")
+    notes = []
+
+    def report():
+        _atomic(os.path.join(WORK, "out", "cells.json"),
+                lambda tmp: open(tmp, "w").write(json.dumps(notes)))
+
+    questions = sorted({s.question for s in specs})
+    for step in plan["steps"]:
+        if "checkpoint" in step:
+            note = _gather(step["checkpoint"], specs, shell.user_ns)
+        else:
+            result = shell.run_cell(step["source"], store_history=False)
+            error = result.error_before_exec or result.error_in_exec
+            note = f"{step['label']}: {type(error).__name__}: {str(error)[:120]}" if error is not None else ""
+        if note:
+            notes.append(note)
+        report()
+    for question in questions:  # the final state wins, as when the notebook is run top to bottom
+        note = _gather(question, specs, shell.user_ns)
+        if note:
+            notes.append(note)
+    notes.append("finished")
+    report()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        sys.exit(2)
