@@ -329,6 +329,14 @@ def test_yarn_matches_the_reference_formula(dim, base, factor, max_pos, beta_fas
     assert attention == pytest.approx(0.1 * math.log(factor) + 1.0, rel=1e-14)
 
 
+def test_yarn_in_a_16_wide_head_changes_seven_of_eight_pairs():
+    """At L0 = 64 no pair turns beta_fast = 32 times, so only the fastest pair keeps its frequency."""
+    ratio = yarn_frequencies(16, 10000.0, 4.0, 64) / theta(16)
+    torch.testing.assert_close(ratio, torch.tensor([1, 0.75, 0.5, 0.25, 0.25, 0.25, 0.25, 0.25],
+                                                   dtype=torch.float64), rtol=1e-14, atol=0)
+    assert yarn_attention_factor(4.0) ** 2 == pytest.approx(1.2965, abs=1e-4)  # every logit times 1.30
+
+
 def test_yarn_keeps_fast_pairs_and_interpolates_slow_ones():
     dim, base, factor, max_pos = 128, 10000.0, 8.0, 4096
     rotations = max_pos * theta(dim, base) / (2 * math.pi)
