@@ -9,16 +9,12 @@ position and ``theta_i = base**(-2i/h_d)`` (fastest first)::
 
 A rotation keeps norms, and two rotations compose, so ``rope(q, m) . rope(k, n)`` depends on ``m - n`` only.
 
-Which two dims form pair ``i`` is a *layout*; both are in use and give the same attention scores once the
-projection weights are permuted to match (:func:`layout_permutation`):
-
-* ``"interleaved"``: dims ``(2i, 2i + 1)``, adjacent pairs, as in RoFormer (and Meta's LLaMA and GPT-J code).
-  It is the complex product ``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)``, computed here as one complex
-  multiplication: a single pass over ``x``, about as fast as copying it.
-* ``"half"``: dims ``(i, i + h_d/2)``, the ``rotate_half`` layout of GPT-NeoX and the Hugging Face LLaMA
-  checkpoints. The two members of a pair are ``h_d/2`` apart, so no complex view exists; it is computed with four
-  in-place multiply-adds on the half-width views, several times faster than ``q*cos + rotate_half(q)*sin`` but
-  slower than the interleaved layout. Permuting the rows of ``W_q`` and ``W_k`` once converts a checkpoint.
+Which two dims form pair ``i`` is a *layout*; both are in use and give the same attention scores once the rows
+of ``W_q`` and ``W_k`` are permuted to match (:func:`layout_permutation`): ``"interleaved"``, dims ``(2i, 2i + 1)``
+(RoFormer, Meta's LLaMA and GPT-J code), computed for float32/float64 as one complex multiplication
+``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)``; and ``"half"``, dims ``(i, i + h_d/2)`` (``rotate_half``: GPT-NeoX,
+the Hugging Face LLaMA checkpoints), computed with four in-place multiply-adds on the half-width views (as is the
+interleaved layout in other dtypes).
 
 Context extension (``rope_scaling``, with the key names model configs use): ``"linear"`` position interpolation
 (Chen et al., 2023), ``"ntk"`` NTK-aware base scaling (bloc97, 2023), ``"dynamic"`` NTK (emozilla, 2023),
