@@ -21,7 +21,6 @@ import multiprocessing
 import platform
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy
