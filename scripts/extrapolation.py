@@ -10,7 +10,8 @@ NTK, dynamic NTK, YaRN and YaRN's two ingredients) zero-shot and after a short f
 ``course_embed/lab/extrapolation.py``. Each (model, seed) task runs in its own process with one thread, so the
 numbers do not depend on ``--jobs``. The shipped run took 58 minutes with ``--jobs 3`` on a two-core machine
 shared with other jobs (load average about 10), i.e. each process had a small share of a core; the file records
-its wall time.
+its wall time. On a nearly idle core one (model, seed) task took 21 s and the extended RoPE task 81 s (so about
+12 core-minutes for the 24 tasks), and both reproduced the shipped numbers exactly.
 """
 
 from __future__ import annotations
