@@ -9,24 +9,24 @@ position and ``theta_i = base**(-2i/h_d)`` (fastest first)::
 
 A rotation keeps norms, and two rotations compose, so ``rope(q, m) . rope(k, n)`` depends on ``m - n`` only.
 
-Which two dims form pair ``i`` is a *layout*; both are in use and give the same attention scores once the
-projection weights are permuted to match (:func:`layout_permutation`):
-
-* ``"interleaved"``: dims ``(2i, 2i + 1)``, adjacent pairs, as in RoFormer (and Meta's LLaMA and GPT-J code).
-  It is the complex product ``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)``, computed here as one complex
-  multiplication: a single pass over ``x``, about as fast as copying it.
-* ``"half"``: dims ``(i, i + h_d/2)``, the ``rotate_half`` layout of GPT-NeoX and the Hugging Face LLaMA
-  checkpoints. The two members of a pair are ``h_d/2`` apart, so no complex view exists; it is computed with four
-  in-place multiply-adds on the half-width views, several times faster than ``q*cos + rotate_half(q)*sin`` but
-  slower than the interleaved layout. Permuting the rows of ``W_q`` and ``W_k`` once converts a checkpoint.
+Which two dims form pair ``i`` is a *layout*; both are in use and give the same attention scores once the rows
+of ``W_q`` and ``W_k`` are permuted to match (:func:`layout_permutation`): ``"interleaved"``, dims ``(2i, 2i + 1)``
+(RoFormer, Meta's LLaMA and GPT-J code), computed for float32/float64 as one complex multiplication
+``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)``; and ``"half"``, dims ``(i, i + h_d/2)`` (``rotate_half``: GPT-NeoX,
+the Hugging Face LLaMA checkpoints), computed with four in-place multiply-adds on the half-width views (as is the
+interleaved layout in other dtypes).
 
 Context extension (``rope_scaling``, with the key names model configs use): ``"linear"`` position interpolation
-(Chen et al., 2023), ``"ntk"`` NTK-aware base scaling (bloc97, 2023), ``"dynamic"`` NTK (emozilla, 2023) and
-``"yarn"`` (Peng et al., 2023), which also sets an attention temperature. The formulas follow Hugging Face
-``transformers.modeling_rope_utils``, against which the tests check them.
+(Chen et al., 2023), ``"ntk"`` NTK-aware base scaling (bloc97, 2023), ``"dynamic"`` NTK (emozilla, 2023),
+``"yarn"`` (Peng et al., 2024), which also sets an attention temperature (with DeepSeek's ``mscale`` options),
+``"llama3"`` (Llama 3.1: a wavelength-based blend of keeping and interpolating) and ``"longrope"`` (Ding et al.,
+2024: one searched factor per pair, a short and a long set). The formulas follow Hugging Face
+``transformers.modeling_rope_utils``, against which ``tests/test_oracles.py`` checks them.
 
-cos/sin are computed from float64 angles, cached in float32 per length, and cast (once per device and dtype) to
-the input's dtype; angles in half precision are a known bug (positions above 256 collide in bfloat16).
+cos/sin are computed from float64 angles and cached in float64 per length. A float64 input is rotated with the
+float64 table; every other dtype gets the table rounded to float32 first and then cast (once per device and
+dtype), so float32 results do not depend on whether float64 was ever asked for. Angles in half precision are a
+known bug (positions above 256 collide in bfloat16).
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ ROPE_SCALINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "ntk": (("factor",), ()),
     "dynamic": (("factor", "original_max_position_embeddings"), ()),
     "yarn": (("factor", "original_max_position_embeddings"),
-             ("beta_fast", "beta_slow", "attention_factor", "truncate")),
+             ("beta_fast", "beta_slow", "attention_factor", "truncate", "mscale", "mscale_all_dim")),
+    "llama3": (("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"), ()),
+    "longrope": (("factor", "original_max_position_embeddings", "long_factor", "short_factor"),
+                 ("attention_factor",)),
 }
 
 
@@ -99,12 +102,14 @@ def dynamic_ntk_base(base: float, head_dim: int, factor: float, seq_len: int,
     return base * (factor * length / original - (factor - 1)) ** (head_dim / (head_dim - 2))
 
 
-def yarn_attention_factor(factor: float) -> float:
-    """YaRN's default attention factor ``0.1 ln(factor) + 1`` (1 for ``factor <= 1``).
+def yarn_attention_factor(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's default attention factor ``0.1 mscale ln(factor) + 1`` (1 for ``factor <= 1``).
 
-    It multiplies cos and sin, so the attention logits grow by its square, the paper's ``1/t``.
+    It multiplies cos and sin, so the attention logits grow by its square, the paper's ``1/t``. DeepSeek's
+    configs set ``mscale`` and ``mscale_all_dim``; the factor is then the ratio of the two (see
+    :func:`rope_parameters`).
     """
-    return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
 def yarn_ramp(head_dim: int, base: float, original_max_position_embeddings: int, beta_fast: float = 32.0,
@@ -139,6 +144,24 @@ def yarn_frequencies(head_dim: int, base: float, factor: float, original_max_pos
     return theta * (1 - gamma) + theta / factor * gamma
 
 
+def llama3_frequencies(head_dim: int, base: float, factor: float, original_max_position_embeddings: int,
+                       low_freq_factor: float, high_freq_factor: float) -> torch.Tensor:
+    """Llama 3.1's frequencies ``(p,)`` float64: keep short wavelengths, interpolate long ones, blend between.
+
+    With wavelength ``lambda_i = 2 pi / theta_i`` and ``L0`` the original length: ``lambda < L0 / high_freq_factor``
+    keeps ``theta_i``; ``lambda > L0 / low_freq_factor`` gives ``theta_i / factor``; in between, with
+    ``a = (L0 / lambda - low_freq_factor) / (high_freq_factor - low_freq_factor)``, ``(1 - a) theta_i / factor +
+    a theta_i``: the same blend as YaRN, but ramped in ``L0 / lambda`` (turns) instead of the pair index.
+    """
+    if not 0 < low_freq_factor < high_freq_factor:
+        raise ValueError(f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low_freq_factor} and "
+                         f"{high_freq_factor}")
+    theta = rope_frequencies(head_dim, base)
+    turns = original_max_position_embeddings / (2 * math.pi / theta)  # L0 / wavelength
+    blend = ((turns - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
+    return theta / factor * (1 - blend) + theta * blend
+
+
 def rope_parameters(head_dim: int, base: float = 10000.0, rope_scaling: dict | None = None,
                     seq_len: int | None = None) -> tuple[torch.Tensor, float]:
     """Frequencies ``(p,)`` (float64) and attention factor for a model config's ``rope_scaling``.
@@ -148,9 +171,14 @@ def rope_parameters(head_dim: int, base: float = 10000.0, rope_scaling: dict | N
         base: ``rope_theta``.
         rope_scaling: ``None`` for plain RoPE, or a dict with ``"rope_type"`` (or the older ``"type"``) in
             :data:`ROPE_SCALINGS` and its keys: ``factor`` (>= 1); ``original_max_position_embeddings`` (the
-            training length ``L0``; dynamic and YaRN); for YaRN optionally ``beta_fast`` (32), ``beta_slow`` (1),
-            ``attention_factor`` (default :func:`yarn_attention_factor`) and ``truncate`` (True).
-        seq_len: current sequence length, used by ``"dynamic"`` only.
+            training length ``L0``); for YaRN optionally ``beta_fast`` (32), ``beta_slow`` (1), ``truncate``
+            (True) and ``attention_factor`` (default :func:`yarn_attention_factor`, or with ``mscale`` and
+            ``mscale_all_dim`` the ratio ``yarn_attention_factor(factor, mscale) / yarn_attention_factor(factor,
+            mscale_all_dim)``); for llama3 ``low_freq_factor`` and ``high_freq_factor``
+            (:func:`llama3_frequencies`); for LongRoPE ``short_factor`` and ``long_factor`` (``p`` divisors of the
+            frequencies, the long ones used past ``L0``) and ``attention_factor`` (default
+            ``sqrt(1 + ln(factor) / ln(L0))``).
+        seq_len: current sequence length, used by ``"dynamic"`` and ``"longrope"`` only.
 
     Linear interpolation divides the frequencies by ``factor``, which is the same as dividing positions by it.
     """
@@ -179,8 +207,24 @@ def rope_parameters(head_dim: int, base: float = 10000.0, rope_scaling: dict | N
         return rope_frequencies(head_dim, ntk_base(base, head_dim, factor)), 1.0
     if rope_type == "dynamic":
         return rope_frequencies(head_dim, dynamic_ntk_base(base, head_dim, factor, seq_len or 0, original)), 1.0
+    if rope_type == "llama3":
+        return llama3_frequencies(head_dim, base, factor, original, float(scaling["low_freq_factor"]),
+                                  float(scaling["high_freq_factor"])), 1.0
     attention = scaling.get("attention_factor")
-    attention = yarn_attention_factor(factor) if attention is None else float(attention)
+    if rope_type == "longrope":
+        divisors = scaling["long_factor"] if (seq_len or 0) > original else scaling["short_factor"]
+        if len(divisors) != head_dim // 2:
+            raise ValueError(f"rope_scaling['long_factor'] and ['short_factor'] need head_dim / 2 = "
+                             f"{head_dim // 2} values, got {len(divisors)}")
+        if attention is None:
+            attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+        divisors = torch.tensor(divisors, dtype=torch.float64)
+        return rope_frequencies(head_dim, base) / divisors, float(attention)
+    if attention is None:
+        mscale, mscale_all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
+        attention = (yarn_attention_factor(factor, mscale) / yarn_attention_factor(factor, mscale_all_dim)
+                     if mscale and mscale_all_dim else yarn_attention_factor(factor))
+    attention = float(attention)
     theta = yarn_frequencies(head_dim, base, factor, original, scaling.get("beta_fast", 32.0),
                              scaling.get("beta_slow", 1.0), scaling.get("truncate", True))
     return theta, attention
@@ -257,9 +301,10 @@ class RotaryEmbedding(nn.Module):
         devices; positions are ``offset .. offset + s - 1`` (``offset`` = tokens already in a KV cache). ``q`` and
         ``k`` may differ in ``b`` and ``h`` (grouped-query attention).
 
-    With ``"dynamic"`` scaling the frequencies depend on the current length ``offset + s``: the cache is rebuilt
-    whenever it changes past ``original_max_position_embeddings``. Keys rotated earlier in a KV cache keep their
-    old frequencies, as in the reference implementation.
+    Frequencies that depend on the current length ``offset + s``: ``"dynamic"`` past ``original_max_position_
+    embeddings`` computes the rows it needs from the base for that length (a decoding step costs the same at any
+    position); ``"longrope"`` keeps one table for the short and one for the long factors. Keys rotated earlier in
+    a KV cache keep their old frequencies, as in the reference implementation.
 
     Reference: complex multiplication ``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)`` in float64 (tests).
     """
@@ -274,48 +319,65 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"max_len must be a positive integer, got {max_len}")
         self.head_dim, self.base, self.layout = head_dim, base, layout
         self.rope_scaling = dict(rope_scaling) if rope_scaling else None
+        self.rope_type = _rope_type(rope_scaling)
         _, self.attention_factor = rope_parameters(head_dim, base, rope_scaling)  # validates rope_scaling
-        self.dynamic = _rope_type(rope_scaling) == "dynamic"
-        self._cos = self._sin = torch.empty(0)
-        self._built_for = 0  # the sequence length the cache was built for (it matters to "dynamic" only)
-        self._derived: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, ...]] = {}
-        self._build(max_len, self.rope_scaling["original_max_position_embeddings"] if self.dynamic else max_len)
+        self._original = (self.rope_scaling or {}).get("original_max_position_embeddings", 1)
+        self._masters: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # variant -> float64 (rows, p) cos, sin
+        self._derived: dict[tuple, tuple[torch.Tensor, tuple[torch.Tensor, ...]]] = {}  # casts of a master
+        self._master("long" if self.rope_type == "longrope" and max_len > self._original else "plain", max_len)
 
-    def _build(self, rows: int, seq_len: int) -> None:
-        """Recompute the float32 cos/sin cache ``(rows, p)`` on the CPU from float64 angles."""
+    def _variant(self, end: int) -> str:
+        """Which frequencies positions up to ``end`` use: ``"plain"``, ``"long"`` (LongRoPE) or ``"row"``
+        (dynamic NTK past the original length: computed per call, never cached)."""
+        if end > self._original and self.rope_type in ("dynamic", "longrope"):
+            return "row" if self.rope_type == "dynamic" else "long"
+        return "plain"
+
+    def _angles(self, start: int, end: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """float64 cos and sin (times the attention factor) of positions ``start .. end - 1``: ``(rows, p)``."""
         theta, scale = rope_parameters(self.head_dim, self.base, self.rope_scaling, seq_len=seq_len)
-        angles = torch.arange(rows, dtype=torch.float64)[:, None] * theta  # (rows, p)
-        self._cos = (angles.cos() * scale).float()
-        self._sin = (angles.sin() * scale).float()
-        self._built_for = seq_len
-        self._derived.clear()
+        angles = torch.arange(start, end, dtype=torch.float64)[:, None] * theta
+        return angles.cos() * scale, angles.sin() * scale
 
-    def _ensure(self, end: int) -> None:
-        if self.dynamic:
-            original = self.rope_scaling["original_max_position_embeddings"]
-            seq_len = max(end, original)
-            if seq_len != self._built_for or end > self._cos.shape[0]:
-                self._build(seq_len, seq_len)  # seq_len >= end rows
-        elif end > self._cos.shape[0]:
-            self._build(max(end, 2 * self._cos.shape[0]), end)
+    def _master(self, variant: str, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cached float64 table of ``variant`` with at least ``rows`` rows (grown to twice its size)."""
+        cached = self._masters.get(variant)
+        if cached is None or cached[0].shape[0] < rows:
+            size = max(rows, 2 * cached[0].shape[0]) if cached is not None else rows
+            seq_len = self._original + 1 if variant == "long" else min(size, self._original)
+            self._masters[variant] = self._angles(0, size, seq_len)
+        return self._masters[variant]
 
-    def _tables(self, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-        """The cache on ``device`` in ``dtype``: ``(cos, sin)``, or ``(cis,)`` for a complex dtype."""
-        key = (device, dtype)
-        if key not in self._derived:
-            if dtype.is_complex:
-                self._derived[key] = (torch.complex(self._cos, self._sin).to(device=device, dtype=dtype),)
-            else:
-                self._derived[key] = (self._cos.to(device=device, dtype=dtype), self._sin.to(device=device, dtype=dtype))
-        return self._derived[key]
+    @staticmethod
+    def _cast(cos: torch.Tensor, sin: torch.Tensor, device: torch.device, dtype: torch.dtype) -> tuple:
+        """float64 cos/sin as ``dtype`` on ``device``: ``(cos, sin)`` or ``(cis,)`` for a complex dtype.
+        Anything but float64 and complex128 is rounded to float32 first."""
+        if dtype not in (torch.float64, torch.complex128):
+            cos, sin = cos.float(), sin.float()
+        if dtype.is_complex:
+            return (torch.complex(cos, sin).to(device=device, dtype=dtype),)
+        return cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype)
+
+    def _rows(self, offset: int, length: int, device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """cos/sin (or cis) for positions ``offset .. offset + length - 1`` in ``dtype`` on ``device``."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0 (the position of the first token), got {offset}")
+        end, device = offset + length, torch.device(device or "cpu")
+        variant = self._variant(end)
+        if variant == "row":
+            return self._cast(*self._angles(offset, end, end), device, dtype)
+        cos, sin = self._master(variant, end)
+        key = (variant, device, dtype)
+        source, tables = self._derived.get(key, (None, ()))
+        if source is not cos:  # first use, or the master grew since
+            tables = self._cast(cos, sin, device, dtype)
+            self._derived[key] = (cos, tables)
+        return tuple(t[offset:end] for t in tables)
 
     def cos_sin(self, length: int, offset: int = 0, *, dtype=torch.float32, device=None) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin (times the attention factor) for positions ``offset .. offset + length - 1``: ``(s, p)`` each."""
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0 (the position of the first token), got {offset}")
-        self._ensure(offset + length)
-        cos, sin = self._tables(torch.device(device or "cpu"), dtype)
-        return cos[offset:offset + length], sin[offset:offset + length]
+        cos, sin = self._rows(offset, length, device, dtype)
+        return cos, sin
 
     def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Rotate ``x`` ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1``; returns ``(b, h, s, h_d)``."""
@@ -329,13 +391,12 @@ class RotaryEmbedding(nn.Module):
         if offset < 0:
             raise ValueError(f"offset must be >= 0 (the position of the first token), got {offset}")
         length = x.shape[-2]
-        self._ensure(offset + length)
         if self.layout == "interleaved" and x.dtype in (torch.float32, torch.float64):
             complex_dtype = torch.complex64 if x.dtype == torch.float32 else torch.complex128
-            (cis,) = self._tables(x.device, complex_dtype)
-            return torch.view_as_real(_complex_view(x) * cis[offset:offset + length]).flatten(-2)
-        cos, sin = self._tables(x.device, x.dtype)
-        return _PairRotation.apply(x, cos[offset:offset + length], sin[offset:offset + length], self.layout)
+            (cis,) = self._rows(offset, length, x.device, complex_dtype)
+            return torch.view_as_real(_complex_view(x) * cis).flatten(-2)
+        cos, sin = self._rows(offset, length, x.device, x.dtype)
+        return _PairRotation.apply(x, cos, sin, self.layout)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate queries and keys ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1``."""

@@ -91,7 +91,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         ``offset .. offset + s - 1``.
 
     The cache is float32; outputs follow ``x``'s device and dtype by casting it, never by computing angles in
-    half precision. The cast table is kept per (dtype, device), so a bfloat16 model does not pay an ``(s, d)``
+    half precision, except float64, which gets a table computed in float64 (float64-accurate, not a widened
+    float32). The cast table is kept per (dtype, device), so a bfloat16 model does not pay an ``(s, d)``
     conversion on every call. Reference: :func:`sinusoidal_table`, itself tested against a float64 closed form.
     """
 
@@ -111,7 +112,11 @@ class SinusoidalPositionalEncoding(nn.Module):
         key = (dtype, device)
         source, cast = self._casts.get(key, (None, None))
         if source is not self.table:  # first use, or the table grew or moved (module.to) since
-            cast = self.table.to(device=device, dtype=dtype)
+            if dtype == torch.float64:  # float64 in, float64-accurate out: recompute rather than widen float32
+                cast = sinusoidal_table(self.table.shape[0], self.d_model, self.base, dtype=dtype,
+                                        device=device or self.table.device)
+            else:
+                cast = self.table.to(device=device, dtype=dtype)
             self._casts[key] = (self.table, cast)
         return cast
 

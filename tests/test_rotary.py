@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from course_embed.rotary import (
+    LAYOUTS,
     RotaryEmbedding,
     dynamic_ntk_base,
     layout_permutation,
@@ -168,6 +169,34 @@ def test_cos_sin_are_cached_not_recomputed():
     torch.testing.assert_close(grown, RotaryEmbedding(8, max_len=256).cos_sin(10, offset=100)[0], rtol=0, atol=0)
 
 
+def test_float64_input_is_rotated_with_float64_tables(gen):
+    """cos of the slowest pair of a 64-wide head at position 1 is 0.9999999911086029, not 1.0."""
+    rope = RotaryEmbedding(64)
+    cos, sin = rope.cos_sin(3, dtype=torch.float64)
+    angles = torch.arange(3, dtype=torch.float64)[:, None] * theta(64)
+    torch.testing.assert_close(cos, angles.cos(), rtol=0, atol=1e-15)
+    torch.testing.assert_close(sin, angles.sin(), rtol=0, atol=1e-15)
+    assert cos[1, -1].item() == pytest.approx(0.9999999911086029, abs=1e-16)  # float32 gives 1.0
+    for layout in LAYOUTS:
+        x = torch.randn(2, 2, 300, 64, generator=gen, dtype=torch.float64)
+        out = RotaryEmbedding(64, layout=layout, max_len=16).rotate(x, offset=4000)
+        reference = (reference_interleaved if layout == "interleaved" else reference_half)(
+            x, torch.arange(4000, 4300), theta(64))
+        torch.testing.assert_close(out, reference, rtol=0, atol=1e-12)
+
+
+def test_float32_results_do_not_depend_on_float64_use(gen):
+    x = torch.randn(1, 2, 50, 16, generator=gen)
+    fresh = RotaryEmbedding(16, max_len=8).rotate(x, offset=3)
+    mixed = RotaryEmbedding(16, max_len=8)
+    mixed.rotate(x.double(), offset=100)
+    assert torch.equal(mixed.rotate(x, offset=3), fresh)
+    angles = torch.arange(3, 53, dtype=torch.float64)[:, None] * theta(16)  # float64 angles rounded once
+    expected = torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * torch.complex(
+        angles.cos().float(), angles.sin().float())).flatten(-2)
+    assert torch.equal(fresh, expected)
+
+
 # --- context extension --------------------------------------------------------------------------------------
 
 
@@ -215,6 +244,54 @@ def test_dynamic_module_is_plain_up_to_the_original_length_then_grows(gen):
     torch.testing.assert_close(rope.rotate(x), reference_interleaved(x, torch.arange(32), theta(16)), **TABLE_TOL)
 
 
+def test_dynamic_decoding_computes_only_the_rows_it_needs(monkeypatch):
+    """A decoding step past the original length builds a (1, p) table, not (position, p): flat cost."""
+    scaling = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 64}
+    rope = RotaryEmbedding(16, rope_scaling=scaling)
+    built = []
+    real = RotaryEmbedding._angles
+    monkeypatch.setattr(RotaryEmbedding, "_angles", lambda self, a, b, n: built.append(b - a) or real(self, a, b, n))
+    step = torch.randn(1, 1, 1, 16, dtype=torch.float64)
+    for position in (100, 10_000, 30_000):
+        out = rope.rotate(step, offset=position)
+        expected = reference_interleaved(step, torch.tensor([position]),
+                                         theta(16, hf_dynamic_base(10000.0, 16, 2.0, position + 1, 64)))
+        torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
+    assert built == [1, 1, 1]
+
+
+def test_llama3_keeps_short_wavelengths_and_interpolates_long_ones():
+    scaling = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
+               "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    freqs, attention = rope_parameters(128, 500000.0, scaling)
+    plain = theta(128, 500000.0)
+    wavelength = 2 * math.pi / plain
+    assert attention == 1.0
+    short, long = wavelength < 8192 / 4, wavelength > 8192
+    assert short.sum() > 0 and long.sum() > 0
+    torch.testing.assert_close(freqs[short], plain[short], rtol=1e-15, atol=0)
+    torch.testing.assert_close(freqs[long], plain[long] / 8, rtol=1e-15, atol=0)
+    middle = ~short & ~long
+    ratio = freqs[middle] / plain[middle]
+    assert ((ratio > 1 / 8) & (ratio < 1)).all() and (ratio.diff() < 0).all()  # blended, slower for longer waves
+
+
+def test_longrope_switches_factor_sets_at_the_original_length(gen):
+    short, long = [1.0, 1.5, 2.0, 3.0], [1.0, 2.0, 4.0, 8.0]
+    scaling = {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 32,
+               "short_factor": short, "long_factor": long}
+    attention = math.sqrt(1 + math.log(4.0) / math.log(32))
+    freqs, got = rope_parameters(8, 10000.0, scaling, seq_len=32)
+    torch.testing.assert_close(freqs, theta(8) / torch.tensor(short, dtype=torch.float64), rtol=1e-15, atol=0)
+    assert got == pytest.approx(attention, rel=1e-15)
+    rope = RotaryEmbedding(8, rope_scaling=scaling, max_len=8)
+    x = torch.randn(1, 1, 40, 8, generator=gen, dtype=torch.float64)
+    for length, factors in ((32, short), (40, long)):
+        expected = attention * reference_interleaved(x[:, :, :length], torch.arange(length),
+                                                     theta(8) / torch.tensor(factors, dtype=torch.float64))
+        torch.testing.assert_close(rope.rotate(x[:, :, :length]), expected, rtol=0, atol=1e-12)
+
+
 def hf_yarn(dim, base, factor, max_pos, beta_fast=32, beta_slow=1, truncate=True):
     """Plain-Python YaRN frequencies, after transformers' _compute_yarn_parameters."""
     def correction_dim(rotations):
@@ -250,6 +327,14 @@ def test_yarn_matches_the_reference_formula(dim, base, factor, max_pos, beta_fas
     freqs, attention = rope_parameters(dim, base, scaling)
     torch.testing.assert_close(freqs, expected, rtol=1e-12, atol=0)
     assert attention == pytest.approx(0.1 * math.log(factor) + 1.0, rel=1e-14)
+
+
+def test_yarn_in_a_16_wide_head_changes_seven_of_eight_pairs():
+    """At L0 = 64 no pair turns beta_fast = 32 times, so only the fastest pair keeps its frequency."""
+    ratio = yarn_frequencies(16, 10000.0, 4.0, 64) / theta(16)
+    torch.testing.assert_close(ratio, torch.tensor([1, 0.75, 0.5, 0.25, 0.25, 0.25, 0.25, 0.25],
+                                                   dtype=torch.float64), rtol=1e-14, atol=0)
+    assert yarn_attention_factor(4.0) ** 2 == pytest.approx(1.2965, abs=1e-4)  # every logit times 1.30
 
 
 def test_yarn_keeps_fast_pairs_and_interpolates_slow_ones():
@@ -295,7 +380,7 @@ def test_factor_one_is_plain_rope(gen, scaling):
     (dict(head_dim=8, base=1.0), "base must be greater than 1"),
     (dict(head_dim=8, layout="rotate_half"), "layout must be one of"),
     (dict(head_dim=8, max_len=0), "max_len must be a positive integer"),
-    (dict(head_dim=8, rope_scaling={"rope_type": "longrope", "factor": 2.0}), "rope_type'] must be one of"),
+    (dict(head_dim=8, rope_scaling={"rope_type": "proportional", "factor": 2.0}), "rope_type'] must be one of"),
     (dict(head_dim=8, rope_scaling={"rope_type": "yarn", "factor": 2.0}),
      r"missing \['original_max_position_embeddings'\]"),
     (dict(head_dim=8, rope_scaling={"rope_type": "linear", "factor": 2.0, "beta_fast": 3}), r"unknown \['beta_fast'\]"),

@@ -113,6 +113,18 @@ def test_half_outputs_equal_the_float32_table_cast_down(dtype):
     assert not torch.equal(out[0, 257], out[0, 256])
 
 
+def test_float64_input_gets_a_float64_accurate_table():
+    """A float64 input must not be served a widened float32 table (errors of 1e-8 at position 1000)."""
+    pe = SinusoidalPositionalEncoding(32, max_len=8)
+    x = torch.zeros(1, 1200, 32, dtype=torch.float64)
+    out = pe(x)[0]  # grows the cache past max_len as well
+    torch.testing.assert_close(out, closed_form(1200, 32), rtol=0, atol=1e-12)
+    assert (pe.encoding(1200, dtype=torch.float32).double() - closed_form(1200, 32)).abs().max() > 1e-9
+    torch.testing.assert_close(pe.encoding(5, offset=1195, dtype=torch.float64), closed_form(5, 32, offset=1195),
+                               rtol=0, atol=1e-12)
+    assert torch.equal(pe(torch.zeros(1, 1200, 32))[0], sinusoidal_table(1200, 32))  # float32 unchanged
+
+
 def test_odd_d_model_is_rejected():
     with pytest.raises(ValueError, match=r"d_model must be a positive even number.*got 7.*use 8"):
         sinusoidal_table(10, 7)

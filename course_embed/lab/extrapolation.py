@@ -1,223 +1,224 @@
-"""Length extrapolation: tiny causal Transformers that differ only in their position scheme.
+"""Chapter 5's length-generalisation study: tiny causal LMs that differ only in their position scheme.
 
-Shapes: ``b`` batch, ``s`` sequence, ``d`` model width, ``h`` heads, ``h_d = d / h`` head dim, ``v`` vocabulary.
+Shapes: ``b`` batch, ``s`` sequence, ``d`` model width, ``h`` heads, ``h_d = d / h`` head dim, ``v = 256`` bytes.
 
-**The task: continue a repeated block.** Each sequence is a block of ``p`` distinct random tokens repeated until
-the sequence is full, with the period ``p`` drawn uniformly from ``[s/8, s/2]``. The first block is noise; every
-later token equals the token ``p`` positions back, so a model that finds the previous occurrence of the current
-token and copies its successor (an *induction head*) predicts it exactly. The period scales with the length, so a
-model trained at length ``L`` meets both positions and copy distances it never saw when evaluated at ``2L .. 8L``.
-Loss and accuracy count the predictable targets only.
+**The model** (:class:`TinyLM`): token embedding, optional absolute positions at the input (sinusoidal or learned,
+via :class:`~course_embed.fusion.TransformerEmbedding`), pre-LayerNorm blocks whose attention applies the scheme
+(RoPE to q and k; ALiBi's key-only bias or one T5 bias table shared by all layers added to the scores; nothing
+for NoPE), and a tied output layer. ``logit_scale`` multiplies every attention score (an attention temperature).
 
-**The model** (:class:`TinyCausalLM`): token embedding, optional absolute positions at the input (sinusoidal or
-learned, via :class:`~course_embed.fusion.TransformerEmbedding`), pre-LayerNorm blocks whose attention applies
-the scheme (RoPE to q and k; ALiBi or T5 bias added to the scores), and a tied output layer. Schemes share the
-data, the number of steps, the optimiser and the seed.
+**The training** (:func:`train`): windows of the CPython corpus (:mod:`course_embed.lab.corpus`), with a fixed
+share of copy-task sequences in every batch, so that the same model can be asked about text, copying and passkey
+retrieval. AdamW, linear warm-up, cosine decay to a tenth of the peak rate, gradient clipping at 1.
 
-:func:`run_experiment` trains one model per scheme, evaluates it at every length, then extends the RoPE model with
-position interpolation, NTK and YaRN (:mod:`course_embed.rotary`), without and with a short fine-tune at the
-target length; ``scripts/extrapolation.py`` runs it and writes the JSON the chapter plots.
+**The measurements** (:func:`measure`): held-out loss at every evaluation length (non-overlapping windows over
+the same bytes), loss against token position at the longest length, copy accuracy with fixed and growing
+distances, passkey accuracy (and its control), and the entropy of attention. :func:`run_task` trains one
+(model, seed) pair and, for the RoPE model named in the config, extends it (:data:`EXTENSIONS`) zero-shot and
+after a short fine-tune. ``scripts/extrapolation.py`` runs every task and writes the results file.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..alibi import alibi_bias, alibi_slopes
 from ..fusion import TransformerEmbedding
 from ..relative import RelativePositionBias
-from ..rotary import RotaryEmbedding
+from ..rotary import RotaryEmbedding, yarn_attention_factor
+from . import corpus
+from .corpus import IGNORE, VOCAB_SIZE
 
-SCHEMES: tuple[str, ...] = ("sinusoidal", "learned", "rope", "alibi", "t5")
-EXTENSIONS: tuple[str, ...] = ("none", "linear", "ntk", "yarn")
-IGNORE = -100  # target id that the loss and the accuracy skip (the unpredictable first block)
+SCHEMES: tuple[str, ...] = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
 
 
 @dataclass(frozen=True)
-class ExperimentConfig:
-    """Everything that fixes the experiment's numbers. The defaults are the configuration of the shipped results."""
+class StudyConfig:
+    """Everything that fixes the study's numbers. The defaults are the configuration of the shipped results."""
 
-    vocab_size: int = 256
     train_len: int = 64
-    eval_factors: tuple[int, ...] = (1, 2, 4, 8)
+    eval_lengths: tuple[int, ...] = (64, 96, 128, 192, 256, 384, 512)
+    probe_lengths: tuple[int, ...] = (64, 128, 256, 512)  # copy and passkey tests
     d_model: int = 64
-    n_heads: int = 4
+    n_heads: int = 2
     n_layers: int = 2
-    steps: int = 2000
-    batch_size: int = 32
-    lr: float = 2e-3
-    warmup: int = 100
-    eval_sequences: int = 128
-    eval_batch_size: int = 32
+    steps: int = 400
+    batch_size: int = 16
+    copy_share: int = 4  # one sequence in copy_share is a copy-task sequence
+    lr: float = 3e-3
+    warmup: int = 40
+    rope_bases: tuple[float, ...] = (10.0, 100.0, 10000.0)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    eval_tokens: int = 8192
+    probe_sequences: int = 32
+    extension_base: float = 10000.0
     extension_factor: int = 4
-    finetune_steps: int = 200
-    finetune_lr: float = 5e-4
-    seed: int = 0
-    schemes: tuple[str, ...] = SCHEMES
-    extensions: tuple[str, ...] = EXTENSIONS
+    finetune_steps: int = 60
+    finetune_lr: float = 1e-3
+    valid_fraction: float = 0.1
 
     def __post_init__(self):
-        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"d_model={self.d_model} must split into n_heads={self.n_heads} heads of even width")
-        if self.train_len < 16 or self.train_len % 8:
-            raise ValueError(f"train_len must be a multiple of 8 and >= 16, got {self.train_len}")
-        if self.vocab_size < max(self.eval_factors) * self.train_len // 2:
-            raise ValueError(f"vocab_size={self.vocab_size} cannot fill a block of {max(self.eval_factors)} * "
-                             f"train_len / 2 distinct tokens; raise vocab_size or lower eval_factors")
-        unknown = set(self.schemes) - set(SCHEMES) | set(self.extensions) - set(EXTENSIONS)
-        if unknown:
-            raise ValueError(f"unknown schemes or extensions {sorted(unknown)}; use {SCHEMES} and {EXTENSIONS}")
-        if self.extension_factor not in self.eval_factors:
-            raise ValueError(f"extension_factor={self.extension_factor} must be one of eval_factors "
-                             f"{self.eval_factors} (the fine-tune runs at that length)")
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 4:
+            raise ValueError(f"d_model={self.d_model} must split into n_heads={self.n_heads} heads whose width is "
+                             f"a multiple of 4")
+        if self.train_len not in self.eval_lengths or self.train_len not in self.probe_lengths:
+            raise ValueError(f"train_len={self.train_len} must be in eval_lengths and probe_lengths (the 1x point)")
+        if self.extension_base not in self.rope_bases:
+            raise ValueError(f"extension_base={self.extension_base} must be one of rope_bases {self.rope_bases}")
+        if self.extension_factor * self.train_len not in self.eval_lengths:
+            raise ValueError(f"extension_factor * train_len = {self.extension_factor * self.train_len} must be "
+                             f"one of eval_lengths {self.eval_lengths} (the fine-tune runs at that length)")
+        if self.batch_size % self.extension_factor or self.batch_size < self.copy_share:
+            raise ValueError(f"batch_size={self.batch_size} must be a multiple of extension_factor and hold at "
+                             f"least one copy sequence (copy_share={self.copy_share})")
+
+    def models(self) -> list[str]:
+        """The model names: one per scheme, RoPE once per base (``"rope-10000"``)."""
+        return [f"rope-{base:g}" if s == "rope" else s for s in SCHEMES
+                for base in (self.rope_bases if s == "rope" else (None,))]
 
 
-def repeat_batch(batch: int, length: int, vocab_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch of the repeated-block task: ids ``(b, s)`` and next-token targets ``(b, s)``.
-
-    Sequence ``n`` repeats a block of ``p_n`` distinct tokens, ``p_n`` uniform in ``[s/8, s/2]``. ``targets[n, t]`` is
-    ``ids[n, t + 1]`` where that token is predictable (``t + 1 >= p_n``) and :data:`IGNORE` elsewhere. CPU tensors;
-    the same generator state gives the same batch.
-    """
-    if length < 16 or length % 8:
-        raise ValueError(f"length must be a multiple of 8 and >= 16, got {length}")
-    if vocab_size < length // 2:
-        raise ValueError(f"vocab_size={vocab_size} is too small for blocks of up to {length // 2} distinct tokens")
-    periods = torch.randint(length // 8, length // 2 + 1, (batch,), generator=generator)
-    blocks = torch.rand(batch, vocab_size, generator=generator).argsort(dim=1)  # a random permutation per row
-    t = torch.arange(length)
-    ids = blocks.gather(1, t[None, :] % periods[:, None])  # (b, s)
-    targets = torch.full_like(ids, IGNORE)
-    targets[:, :-1] = torch.where(t[None, 1:] >= periods[:, None], ids[:, 1:], IGNORE)
-    return ids, targets
+def parse_model(name: str) -> tuple[str, float]:
+    """``"rope-100"`` -> ``("rope", 100.0)``; other names -> ``(name, 10000.0)``."""
+    scheme, _, base = name.partition("-")
+    if scheme not in SCHEMES:
+        raise ValueError(f"model must be one of {SCHEMES} (RoPE as 'rope-BASE'), got {name!r}")
+    return scheme, float(base) if base else 10000.0
 
 
 class Attention(nn.Module):
-    """Causal multi-head self-attention with a pluggable position scheme.
+    """Causal multi-head self-attention with a pluggable position scheme; ``(b, s, d) -> (b, s, d)``.
 
-    ``position`` is ``"rope"`` (q and k rotated by a :class:`~course_embed.rotary.RotaryEmbedding`, interleaved
-    layout), ``"alibi"`` (key-only ALiBi bias, ``(h, 1, s)``), ``"t5"`` (causal T5 bias, ``(h, s, s)``) or anything
-    else for none. ``forward``: ``(b, s, d) -> (b, s, d)``.
+    ``entropy`` is ``None``, or after a forward with ``keep_entropy`` set, the attention entropy in nats per
+    query, averaged over the batch: ``(h, s)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, position: str, rope_scaling: dict | None = None):
+    def __init__(self, d_model: int, n_heads: int, scheme: str, rope_base: float = 10000.0,
+                 rope_scaling: dict | None = None):
         super().__init__()
-        self.n_heads, self.head_dim, self.position = n_heads, d_model // n_heads, position
+        self.n_heads, self.head_dim, self.scheme = n_heads, d_model // n_heads, scheme
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
-        self.rope = RotaryEmbedding(self.head_dim, rope_scaling=rope_scaling) if position == "rope" else None
-        self.t5 = RelativePositionBias(n_heads, bidirectional=False) if position == "t5" else None
-        if position == "alibi":
+        self.rope = RotaryEmbedding(self.head_dim, rope_base, rope_scaling=rope_scaling) if scheme == "rope" else None
+        if scheme == "alibi":
             self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
+        self.logit_scale, self.keep_entropy, self.entropy = 1.0, False, None
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, t5_bias: torch.Tensor | None = None) -> torch.Tensor:
         b, s, d = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (b, h, s, h_d) each
+        q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (b, h, s, h_d)
         if self.rope is not None:
             q, k = self.rope(q, k)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (b, h, s, s)
-        if self.position == "alibi":
-            scores = scores + alibi_bias(self.slopes, s)  # (h, 1, s): broadcast over queries, never (h, s, s)
-        elif self.t5 is not None:
-            scores = scores + self.t5(s, s)
+        scores = q @ k.transpose(-1, -2) * (self.logit_scale / math.sqrt(self.head_dim))  # (b, h, s, s)
+        if self.scheme == "alibi":
+            scores = scores + alibi_bias(self.slopes, s)  # (h, 1, s), broadcast over queries
+        elif t5_bias is not None:
+            scores = scores + t5_bias  # (h, s, s)
         future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
         weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+        if self.keep_entropy:
+            self.entropy = -torch.special.xlogy(weights, weights).sum(-1).mean(0)  # (h, s)
         return self.out((weights @ v).transpose(1, 2).reshape(b, s, d))
 
 
 class Block(nn.Module):
-    """Pre-LayerNorm Transformer block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``; ``(b, s, d) -> (b, s, d)``."""
+    """Pre-LayerNorm block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``; ``(b, s, d) -> (b, s, d)``."""
 
-    def __init__(self, d_model: int, n_heads: int, position: str, rope_scaling: dict | None = None):
+    def __init__(self, d_model: int, n_heads: int, scheme: str, rope_base: float, rope_scaling: dict | None):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.attn = Attention(d_model, n_heads, position, rope_scaling)
+        self.attn = Attention(d_model, n_heads, scheme, rope_base, rope_scaling)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
+    def forward(self, x: torch.Tensor, t5_bias: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), t5_bias)
         return x + self.mlp(self.ln2(x))
 
 
-class TinyCausalLM(nn.Module):
+class TinyLM(nn.Module):
     """A small decoder-only language model whose position scheme is one argument.
 
     Args:
-        vocab_size, d_model, n_heads, n_layers: sizes.
-        position: one of :data:`SCHEMES`. ``"sinusoidal"`` and ``"learned"`` add a position vector to the token
-            embedding; the others act inside attention and add nothing at the input.
-        max_len: rows of the learned table (the training length); resize it with :meth:`resize_positions`.
-        rope_scaling: context extension for ``"rope"``, see :func:`course_embed.rotary.rope_parameters`.
+        d_model, n_heads, n_layers: sizes (the vocabulary is the 256 byte values).
+        scheme: one of :data:`SCHEMES`. ``"sinusoidal"`` and ``"learned"`` add a position vector to the token
+            embedding; ``"rope"``, ``"alibi"`` and ``"t5"`` act inside attention; ``"nope"`` has no positions.
+        max_len: rows of the learned table (the training length; longer inputs are an error).
+        rope_base: RoPE's ``base``; rope_scaling: its context extension (:func:`~course_embed.rotary.rope_parameters`).
 
     Shapes:
-        ``forward(ids)``: ``(b, s)`` -> logits ``(b, s, v)``.
+        ``forward(ids)``: ``(b, s)`` -> logits ``(b, s, 256)``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int, position: str, max_len: int,
-                 rope_scaling: dict | None = None):
+    def __init__(self, d_model: int, n_heads: int, n_layers: int, scheme: str, max_len: int,
+                 rope_base: float = 10000.0, rope_scaling: dict | None = None):
         super().__init__()
-        if position not in SCHEMES:
-            raise ValueError(f"position must be one of {SCHEMES}, got {position!r}")
-        if rope_scaling is not None and position != "rope":
-            raise ValueError(f"rope_scaling applies to position='rope' only, got position={position!r}")
-        self.position = position
-        absolute = position if position in ("sinusoidal", "learned") else None
-        self.embed = TransformerEmbedding(vocab_size, d_model, position=absolute, dropout=0.0, max_len=max_len)
-        self.blocks = nn.ModuleList(Block(d_model, n_heads, position, rope_scaling) for _ in range(n_layers))
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+        self.scheme, self.rope_base = scheme, rope_base
+        absolute = scheme if scheme in ("sinusoidal", "learned") else None
+        self.embed = TransformerEmbedding(VOCAB_SIZE, d_model, position=absolute, dropout=0.0, max_len=max_len)
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, scheme, rope_base, rope_scaling) for _ in range(n_layers))
+        self.t5 = RelativePositionBias(n_heads, bidirectional=False) if scheme == "t5" else None  # shared, as in T5
         self.ln = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.head = nn.Linear(d_model, VOCAB_SIZE, bias=False)
         self.head.weight = self.embed.token.weight  # tied
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         h = self.embed(ids)
+        t5_bias = self.t5(ids.shape[1], ids.shape[1]) if self.t5 is not None else None
         for block in self.blocks:
-            h = block(h)
+            h = block(h, t5_bias)
         return self.head(self.ln(h))
 
-    def set_rope_scaling(self, rope_scaling: dict | None) -> "TinyCausalLM":
-        """Replace the RoPE of every layer by one with ``rope_scaling`` (weights unchanged); returns ``self``."""
-        if self.position != "rope":
-            raise ValueError(f"set_rope_scaling needs a RoPE model, this one uses {self.position!r}")
-        for block in self.blocks:
-            block.attn.rope = RotaryEmbedding(block.attn.head_dim, rope_scaling=rope_scaling)
-        return self
+    def attentions(self) -> list[Attention]:
+        return [block.attn for block in self.blocks]
 
-    def resize_positions(self, new_len: int) -> "TinyCausalLM":
-        """Interpolate a learned position table to ``new_len`` rows (see ``LearnedPositionalEmbedding.resize``)."""
-        if self.position != "learned":
-            raise ValueError(f"resize_positions needs a learned-position model, this one uses {self.position!r}")
-        self.embed.positions.resize(new_len)
+    def set_rope(self, rope_scaling: dict | None, logit_scale: float = 1.0) -> "TinyLM":
+        """Give every layer a RoPE with ``rope_scaling`` and scores times ``logit_scale``; weights unchanged."""
+        if self.scheme != "rope":
+            raise ValueError(f"set_rope needs a RoPE model, this one uses {self.scheme!r}")
+        for attn in self.attentions():
+            attn.rope = RotaryEmbedding(attn.head_dim, self.rope_base, rope_scaling=rope_scaling)
+            attn.logit_scale = logit_scale
         return self
 
 
-def sequence_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the predictable targets: logits ``(b, s, v)``, targets ``(b, s)``."""
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+def build_model(cfg: StudyConfig, name: str) -> TinyLM:
+    scheme, base = parse_model(name)
+    return TinyLM(cfg.d_model, cfg.n_heads, cfg.n_layers, scheme, cfg.train_len, rope_base=base)
 
 
-def train(model: TinyCausalLM, steps: int, length: int, batch_size: int, generator: torch.Generator, *,
-          lr: float = 3e-3, warmup: int = 0, progress: bool = True, desc: str = "train") -> list[float]:
-    """Train with AdamW on fresh repeated-block batches; returns the step losses.
+def mixed_batch(text: torch.Tensor, cfg: StudyConfig, batch: int, length: int,
+                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch`` sequences of ``length``: text windows, and every ``copy_share``-th one a copy-task sequence."""
+    copies = batch // cfg.copy_share
+    ids, targets = corpus.text_batch(text, batch - copies, length, generator)
+    c_ids, c_targets = corpus.repeat_batch(copies, length, generator)
+    return torch.cat((ids, c_ids)), torch.cat((targets, c_targets))
 
-    The learning rate warms up linearly over ``warmup`` steps and then stays constant: the task is learned in a
-    sudden drop of the loss (the induction head forming), whose timing a decaying rate would push back.
-    """
-    device = next(model.parameters()).device
+
+def train(model: TinyLM, text: torch.Tensor, cfg: StudyConfig, steps: int, length: int, batch: int,
+          generator: torch.Generator, lr: float, warmup: int) -> list[float]:
+    """AdamW on :func:`mixed_batch` batches; linear warm-up, cosine decay to ``lr / 10``. Returns step losses."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / max(warmup, 1)))
-    vocab = model.head.weight.shape[0]
+
+    def rate(i: int) -> float:
+        if i < warmup:
+            return (i + 1) / warmup
+        return 0.1 + 0.45 * (1 + math.cos(math.pi * (i - warmup) / max(1, steps - warmup)))
+
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
     model.train()
     losses = []
-    for _ in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
-        ids, targets = repeat_batch(batch_size, length, vocab, generator)
-        loss = sequence_loss(model(ids.to(device)), targets.to(device))
+    for _ in range(steps):
+        ids, targets = mixed_batch(text, cfg, batch, length, generator)
+        loss = F.cross_entropy(model(ids).flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -228,101 +229,122 @@ def train(model: TinyCausalLM, steps: int, length: int, batch_size: int, generat
 
 
 @torch.no_grad()
-def evaluate(model: TinyCausalLM, length: int, sequences: int, batch_size: int, seed: int) -> dict[str, float]:
-    """Loss and accuracy on the predictable targets of ``sequences`` held-out sequences of ``length`` tokens.
-
-    The evaluation data depend on ``seed`` and ``length`` only, so every model sees the same sequences.
-    """
-    device = next(model.parameters()).device
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + length)
-    vocab = model.head.weight.shape[0]
+def token_losses(model: TinyLM, ids: torch.Tensor, targets: torch.Tensor, batch: int = 32) -> torch.Tensor:
+    """Cross-entropy of every target ``(b, s)`` (0 where the target is :data:`IGNORE`), in chunks of ``batch``."""
     model.eval()
-    all_ids, all_targets = repeat_batch(sequences, length, vocab, generator)
-    total_loss, correct, count = 0.0, 0, 0
-    for start in range(0, sequences, batch_size):
-        ids, targets = all_ids[start:start + batch_size].to(device), all_targets[start:start + batch_size].to(device)
-        logits = model(ids)
-        keep = targets != IGNORE
-        total_loss += F.cross_entropy(logits[keep], targets[keep], reduction="sum").item()
-        correct += (logits[keep].argmax(-1) == targets[keep]).sum().item()
-        count += keep.sum().item()
-    return {"loss": total_loss / count, "accuracy": correct / count}
+    out = []
+    for start in range(0, len(ids), batch):
+        logits = model(ids[start:start + batch])
+        out.append(F.cross_entropy(logits.transpose(1, 2), targets[start:start + batch], ignore_index=IGNORE,
+                                   reduction="none"))
+    return torch.cat(out)
 
 
-def _at_length(model: TinyCausalLM, length: int, train_len: int) -> TinyCausalLM:
-    """The model to evaluate at ``length``: a learned table is interpolated to it (a copy), others run as they are."""
-    if model.position == "learned" and length > train_len:
-        return copy.deepcopy(model).resize_positions(length)
-    return model
+@torch.no_grad()
+def accuracy(model: TinyLM, ids: torch.Tensor, targets: torch.Tensor) -> float:
+    """Share of the scored targets ``(b, s)`` that the model's top prediction gets right."""
+    model.eval()
+    keep = targets != IGNORE
+    return (model(ids).argmax(-1)[keep] == targets[keep]).float().mean().item()
 
 
-def rope_scaling_for(extension: str, factor: int, original: int) -> dict | None:
-    """The ``rope_scaling`` dict of an extension method: ``"none"``, ``"linear"``, ``"ntk"`` or ``"yarn"``."""
-    if extension == "none":
-        return None
-    scaling = {"rope_type": extension, "factor": float(factor)}
-    if extension == "yarn":
-        scaling["original_max_position_embeddings"] = original
-    return scaling
+def _fits(model: TinyLM, length: int, train_len: int) -> bool:
+    return model.scheme != "learned" or length <= train_len  # a learned table has no rows past train_len
 
 
-@dataclass
-class Results:
-    """What :func:`run_experiment` measured; ``to_dict`` is what the script writes as JSON.
+def measure(model: TinyLM, valid: torch.Tensor, cfg: StudyConfig, full: bool = True) -> dict:
+    """Everything the chapter plots for one model; lists follow ``eval_lengths`` / ``probe_lengths``, with
+    ``None`` where the model cannot run (a learned table past its length).
 
-    ``schemes[scheme]`` and ``extension[method][phase]`` hold one ``{"loss", "accuracy"}`` per length of
-    ``lengths``; ``train_loss`` is the mean loss of the last 50 training steps and ``curves`` the training loss
-    averaged over windows of ``steps // 100`` steps.
+    ``loss``: mean held-out loss (nats per byte). ``passkey`` / ``passkey_control``: digit accuracy with the key
+    present / replaced. With ``full``: ``position_loss`` (loss per 16-token bin at the longest length that fits),
+    ``copy_fixed`` / ``copy_growing`` (accuracy, periods ``[L/8, L/2]`` / ``[s/8, s/2]``) and ``entropy`` (mean
+    attention entropy of the last 16 queries, all layers and heads, nats).
     """
+    out: dict = {"loss": [], "passkey": [], "passkey_control": []}
+    if full:
+        out.update(position_loss=None, copy_fixed=[], copy_growing=[], entropy=[])
+    for n in cfg.eval_lengths:
+        if not _fits(model, n, cfg.train_len):
+            out["loss"].append(None)
+            if full:
+                out["entropy"].append(None)
+            continue
+        ids, targets = corpus.eval_windows(valid, n, cfg.eval_tokens)
+        losses = token_losses(model, ids, targets)  # (b, s)
+        out["loss"].append(losses.mean().item())
+        if full:
+            out["position_loss"] = losses.mean(0).view(-1, 16).mean(1).tolist()
+            for attn in model.attentions():
+                attn.keep_entropy = True
+            token_losses(model, ids[-8:], targets[-8:])  # one chunk: entropy of the last 8 windows
+            out["entropy"].append(torch.stack([a.entropy[:, -16:].mean() for a in model.attentions()]).mean().item())
+            for attn in model.attentions():
+                attn.keep_entropy, attn.entropy = False, None
+    for n in cfg.probe_lengths:
+        if not _fits(model, n, cfg.train_len):
+            for key in ("passkey", "passkey_control") + (("copy_fixed", "copy_growing") if full else ()):
+                out[key].append(None)
+            continue
+        g = torch.Generator().manual_seed(1000 + n)  # the same probes for every model
+        out["passkey"].append(accuracy(model, *corpus.passkey_batch(valid, cfg.probe_sequences, n, g)))
+        out["passkey_control"].append(accuracy(model, *corpus.passkey_batch(valid, cfg.probe_sequences, n, g,
+                                                                            control=True)))
+        if full:
+            fixed = (cfg.train_len // 8, cfg.train_len // 2)
+            out["copy_fixed"].append(accuracy(model, *corpus.repeat_batch(cfg.probe_sequences, n, g, fixed)))
+            out["copy_growing"].append(accuracy(model, *corpus.repeat_batch(cfg.probe_sequences, n, g)))
+    return out
 
-    config: dict
-    lengths: list[int]
-    schemes: dict[str, list[dict[str, float]]] = field(default_factory=dict)
-    train_loss: dict[str, float] = field(default_factory=dict)
-    curves: dict[str, list[float]] = field(default_factory=dict)
-    extension: dict[str, dict[str, list[dict[str, float]]]] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+def extensions(cfg: StudyConfig) -> dict[str, tuple[dict | None, float, bool]]:
+    """Extension method -> ``(rope_scaling, logit_scale, fine-tuned too?)`` for ``extension_factor`` ``s``.
 
-
-def run_experiment(cfg: ExperimentConfig, *, progress: bool = True, device=None) -> Results:
-    """Train every scheme of ``cfg``, evaluate it at every length, then extend the RoPE model.
-
-    Extension: for each method of ``cfg.extensions`` the trained RoPE model gets ``factor = extension_factor``
-    and is evaluated as is (``"zero_shot"``) and after ``finetune_steps`` steps at ``extension_factor * train_len``
-    tokens with the same number of tokens per step (``"finetuned"``). ``"none"`` is plain RoPE, so its fine-tuned
-    row shows what training at the longer length alone buys.
+    ``linear`` (PI), ``ntk``, ``dynamic`` (HF's formula with ``factor = 1``, so its scale is the current length
+    over the training length) and ``yarn`` are the package's; the YaRN ablations split it into its ramp alone
+    (``attention_factor = 1``) and its temperature alone (plain RoPE, scores times ``(0.1 ln s + 1)**2``).
     """
-    device = torch.device(device or "cpu")
-    lengths = [f * cfg.train_len for f in cfg.eval_factors]
-    results = Results(config=asdict(cfg), lengths=lengths)
-    trained = {}
-    for scheme in cfg.schemes:
-        torch.manual_seed(cfg.seed)
-        model = TinyCausalLM(cfg.vocab_size, cfg.d_model, cfg.n_heads, cfg.n_layers, scheme, cfg.train_len).to(device)
-        data = torch.Generator().manual_seed(cfg.seed)
-        losses = train(model, cfg.steps, cfg.train_len, cfg.batch_size, data, lr=cfg.lr, warmup=cfg.warmup,
-                       progress=progress, desc=scheme)
-        results.train_loss[scheme] = sum(losses[-50:]) / len(losses[-50:])
-        window = max(1, cfg.steps // 100)
-        results.curves[scheme] = [sum(losses[i:i + window]) / len(losses[i:i + window])
-                                  for i in range(0, cfg.steps, window)]
-        results.schemes[scheme] = [
-            evaluate(_at_length(model, n, cfg.train_len), n, cfg.eval_sequences, cfg.eval_batch_size, cfg.seed)
-            for n in lengths]
-        trained[scheme] = model
-    if "rope" not in trained:
-        return results
+    s, L = float(cfg.extension_factor), cfg.train_len
+    temperature = yarn_attention_factor(s) ** 2
+    return {
+        "none": (None, 1.0, True),
+        "linear": ({"rope_type": "linear", "factor": s}, 1.0, True),
+        "ntk": ({"rope_type": "ntk", "factor": s}, 1.0, True),
+        "dynamic": ({"rope_type": "dynamic", "factor": 1.0, "original_max_position_embeddings": L}, 1.0, True),
+        "yarn": ({"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L}, 1.0, True),
+        "yarn_ramp_only": ({"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L,
+                            "attention_factor": 1.0}, 1.0, False),
+        "yarn_temperature_only": (None, temperature, False),
+    }
+
+
+def run_task(cfg: StudyConfig, name: str, seed: int, text: torch.Tensor, valid: torch.Tensor) -> dict:
+    """Train model ``name`` with ``seed`` (initialisation and data order), measure it, and extend it if it is the
+    RoPE model with ``extension_base``. Returns a JSON-ready dict."""
+    torch.manual_seed(seed)
+    model = build_model(cfg, name)
+    data = torch.Generator().manual_seed(seed)
+    losses = train(model, text, cfg, cfg.steps, cfg.train_len, cfg.batch_size, data, cfg.lr, cfg.warmup)
+    window = max(1, cfg.steps // 50)
+    result = {"model": name, "seed": seed, "parameters": sum(p.numel() for p in model.parameters()),
+              "train_curve": [sum(losses[i:i + window]) / len(losses[i:i + window])
+                              for i in range(0, cfg.steps, window)],
+              **measure(model, valid, cfg)}
+    if name != f"rope-{cfg.extension_base:g}":
+        return result
+    result["extension"] = {}
     long_len = cfg.extension_factor * cfg.train_len
-    for extension in cfg.extensions:
-        scaling = rope_scaling_for(extension, cfg.extension_factor, cfg.train_len)
-        model = copy.deepcopy(trained["rope"]).set_rope_scaling(scaling)
-        zero_shot = [evaluate(model, n, cfg.eval_sequences, cfg.eval_batch_size, cfg.seed) for n in lengths]
-        data = torch.Generator().manual_seed(cfg.seed + 1)
-        batch = max(1, cfg.batch_size // cfg.extension_factor)
-        train(model, cfg.finetune_steps, long_len, batch, data, lr=cfg.finetune_lr, progress=progress,
-              desc=f"fine-tune {extension}")
-        finetuned = [evaluate(model, n, cfg.eval_sequences, cfg.eval_batch_size, cfg.seed) for n in lengths]
-        results.extension[extension] = {"zero_shot": zero_shot, "finetuned": finetuned}
-    return results
+    for method, (scaling, logit_scale, finetune) in extensions(cfg).items():
+        extended = copy.deepcopy(model).set_rope(scaling, logit_scale)
+        phases = {"zero_shot": measure(extended, valid, cfg, full=False)}
+        if finetune:
+            tune = torch.Generator().manual_seed(seed + 10_000)
+            train(extended, text, cfg, cfg.finetune_steps, long_len, cfg.batch_size // cfg.extension_factor,
+                  tune, cfg.finetune_lr, warmup=cfg.finetune_steps // 10)
+            phases["finetuned"] = measure(extended, valid, cfg, full=False)
+        result["extension"][method] = phases
+    return result
+
+
+def config_dict(cfg: StudyConfig) -> dict:
+    return asdict(cfg)

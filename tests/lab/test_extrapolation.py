@@ -1,5 +1,6 @@
-"""The extrapolation experiment: its task, its models, and the script that produces the chapter's shipped numbers."""
+"""Chapter 5's study: its corpus and probes, its models, and the script that produces the shipped results."""
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -11,163 +12,182 @@ from pathlib import Path
 import pytest
 import torch
 
+from course_embed.lab import corpus
+from course_embed.lab.corpus import IGNORE, KEY_DIGITS
 from course_embed.lab.extrapolation import (
-    EXTENSIONS,
-    IGNORE,
     SCHEMES,
-    ExperimentConfig,
-    TinyCausalLM,
-    evaluate,
-    repeat_batch,
-    rope_scaling_for,
-    run_experiment,
+    StudyConfig,
+    TinyLM,
+    extensions,
+    measure,
+    parse_model,
+    run_task,
 )
+from course_embed.rotary import rope_parameters, yarn_attention_factor
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "extrapolation.py"
 SHIPPED = ROOT / "book" / "data" / "extrapolation.json"
 
 
-def test_repeat_batch_is_a_repeated_block_with_masked_first_block(gen):
-    ids, targets = repeat_batch(50, 64, 100, gen)
-    assert ids.shape == targets.shape == (50, 64) and ids.dtype == torch.long
-    for row, target in zip(ids.tolist(), targets.tolist()):
-        period = next(p for p in range(1, 65) if all(row[t] == row[t - p] for t in range(p, 64)))
-        assert 8 <= period <= 32 and len(set(row[:period])) == period  # distinct tokens within the block
-        for t in range(64):
-            expected = row[t + 1] if t + 1 < 64 and t + 1 >= period else IGNORE
-            assert target[t] == expected
-
-
-def test_repeat_batch_is_reproducible_and_covers_the_period_range():
-    a = repeat_batch(400, 32, 40, torch.Generator().manual_seed(3))
-    b = repeat_batch(400, 32, 40, torch.Generator().manual_seed(3))
-    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-    first_target = (a[1] != IGNORE).float().argmax(dim=1) + 1  # the period: first predictable position
-    assert set(first_target.tolist()) == set(range(4, 17))
-
-
-@pytest.mark.parametrize("scheme", SCHEMES)
-def test_models_are_causal(device, gen, scheme):
-    torch.manual_seed(0)
-    model = TinyCausalLM(30, 16, 2, 2, scheme, max_len=24).to(device).eval()
-    ids = torch.randint(0, 30, (2, 24), generator=gen).to(device)
-    changed = ids.clone()
-    changed[:, 15:] = (changed[:, 15:] + 1) % 30
-    with torch.no_grad():
-        logits, logits_changed = model(ids), model(changed)
-    assert logits.shape == (2, 24, 30)
-    torch.testing.assert_close(logits[:, :15], logits_changed[:, :15], rtol=1e-5, atol=1e-5)
-    assert not torch.allclose(logits[:, 15:], logits_changed[:, 15:])
-
-
-@pytest.mark.parametrize("scheme", SCHEMES)
-def test_schemes_differ_only_in_position_parameters(scheme):
-    base = {n for n, _ in TinyCausalLM(30, 16, 2, 2, "rope", max_len=24).named_parameters()}
-    names = {n for n, _ in TinyCausalLM(30, 16, 2, 2, scheme, max_len=24).named_parameters()}
-    extra = {"learned": {"embed.positions.weight"}, "t5": {"blocks.0.attn.t5.weight", "blocks.1.attn.t5.weight"}}
-    assert names == base | extra.get(scheme, set())
-
-
-def test_learned_positions_are_interpolated_for_longer_sequences(gen):
-    torch.manual_seed(0)
-    model = TinyCausalLM(30, 16, 2, 1, "learned", max_len=16)
-    table = model.embed.positions.weight.detach().clone()
-    with pytest.raises(ValueError, match="max_len=16"):
-        model(torch.zeros(1, 32, dtype=torch.long))
-    model.resize_positions(31)
-    torch.testing.assert_close(model.embed.positions.weight[::2].detach(), table)
-    assert model(torch.zeros(1, 31, dtype=torch.long)).shape == (1, 31, 30)
-
-
-def test_rope_scaling_reaches_every_layer():
-    model = TinyCausalLM(30, 16, 2, 2, "rope", max_len=16)
-    model.set_rope_scaling(rope_scaling_for("yarn", 4, 16))
-    for block in model.blocks:
-        assert block.attn.rope.rope_scaling == {"rope_type": "yarn", "factor": 4.0,
-                                                "original_max_position_embeddings": 16}
-        assert block.attn.rope.attention_factor == pytest.approx(0.1 * math.log(4) + 1)
-    assert rope_scaling_for("none", 4, 16) is None
-    assert rope_scaling_for("linear", 2, 16) == {"rope_type": "linear", "factor": 2.0}
-
-
-def test_evaluate_uses_the_same_sequences_for_every_model():
-    torch.manual_seed(0)
-    model = TinyCausalLM(40, 16, 2, 1, "alibi", max_len=32)
-    first, second = evaluate(model, 32, 8, 3, seed=5), evaluate(model, 32, 8, 8, seed=5)
-    assert first["loss"] == pytest.approx(second["loss"], rel=1e-5)  # batching does not change the data
-    assert first["accuracy"] == second["accuracy"] and 0 <= first["accuracy"] <= 1
-    assert first["accuracy"] < 0.2  # an untrained model does not copy
-
-
-def test_bad_configuration_and_arguments():
-    with pytest.raises(ValueError, match="heads of even width"):
-        ExperimentConfig(d_model=30, n_heads=4)
-    with pytest.raises(ValueError, match="vocab_size=64 cannot fill"):
-        ExperimentConfig(vocab_size=64)
-    with pytest.raises(ValueError, match=r"unknown schemes or extensions \['nope'\]"):
-        ExperimentConfig(schemes=("rope", "nope"))
-    with pytest.raises(ValueError, match="extension_factor=3"):
-        ExperimentConfig(extension_factor=3)
-    with pytest.raises(ValueError, match="position must be one of"):
-        TinyCausalLM(30, 16, 2, 1, "nope", max_len=16)
-    with pytest.raises(ValueError, match="rope_scaling applies to position='rope' only"):
-        TinyCausalLM(30, 16, 2, 1, "alibi", max_len=16, rope_scaling={"rope_type": "linear", "factor": 2.0})
-    with pytest.raises(ValueError, match="needs a RoPE model"):
-        TinyCausalLM(30, 16, 2, 1, "alibi", max_len=16).set_rope_scaling(None)
-    with pytest.raises(ValueError, match="needs a learned-position model"):
-        TinyCausalLM(30, 16, 2, 1, "rope", max_len=16).resize_positions(32)
-    with pytest.raises(ValueError, match="multiple of 8"):
-        repeat_batch(2, 20, 50, torch.Generator())
-
-
-TINY = dict(vocab_size=32, train_len=16, eval_factors=(1, 2), d_model=16, n_heads=2, n_layers=1, steps=4,
-            batch_size=4, warmup=2, eval_sequences=4, eval_batch_size=4, extension_factor=2, finetune_steps=2)
-
-
-@pytest.fixture
-def one_thread():
-    """Models this small run fastest on one thread (on a busy machine, many times faster than on two)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def test_experiment_is_deterministic(one_thread):
-    cfg = ExperimentConfig(**TINY)
-    first = run_experiment(cfg, progress=False).to_dict()
-    assert first == run_experiment(cfg, progress=False).to_dict()
-    assert set(first["schemes"]) == set(SCHEMES) and set(first["extension"]) == set(EXTENSIONS)
-    assert first["lengths"] == [16, 32]
-
-
-def check_results(data: dict, cfg: ExperimentConfig) -> None:
-    assert data["config"] == json.loads(json.dumps(asdict(cfg)))  # the shipped numbers come from this config
-    assert data["lengths"] == [f * cfg.train_len for f in cfg.eval_factors]
-    rows = [*data["schemes"].values()] + [r for ext in data["extension"].values() for r in ext.values()]
-    assert len(data["schemes"]) == len(cfg.schemes) and len(data["extension"]) == len(cfg.extensions)
-    for row in rows:
-        assert len(row) == len(data["lengths"])
-        for point in row:
-            assert math.isfinite(point["loss"]) and point["loss"] >= 0 and 0 <= point["accuracy"] <= 1
-
-
-def test_script_quick_run_end_to_end(tmp_path):
-    """The reduced version of the script that produced the shipped results, run as a reader would run it."""
-    out = tmp_path / "quick.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--no-progress"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(out.read_text())
-    assert data["generated_by"] == "python scripts/extrapolation.py --quick"
+def load_script():
     spec = importlib.util.spec_from_file_location("extrapolation_script", SCRIPT)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    check_results(data, ExperimentConfig(**script.QUICK))
+    return script
+
+
+def test_corpus_is_this_interpreters_pydoc_topics():
+    from pydoc_data import topics
+
+    data = corpus.corpus_bytes()
+    info = corpus.corpus_info(data)
+    assert info["sha256"] == hashlib.sha256(data).hexdigest() and info["bytes"] == len(data) > 300_000
+    assert info["topics"] == len(topics.topics) and info["python"] == sys.version.split()[0]
+    assert data.decode("utf-8").startswith(topics.topics[sorted(topics.topics)[0]])
+    train, valid = corpus.split(data)
+    assert len(train) + len(valid) == len(data) and len(valid) == len(data) - int(len(data) * 0.9)
+    assert bytes(valid[:100].tolist()) == data[len(train):len(train) + 100]
+
+
+def test_text_batches_and_eval_windows_predict_the_next_byte(gen):
+    text = torch.arange(1000) % 256
+    ids, targets = corpus.text_batch(text, 8, 32, gen)
+    assert ids.shape == targets.shape == (8, 32)
+    assert torch.equal(targets, (ids + 1) % 256)  # consecutive windows of the text
+    for length in (16, 64):
+        ids, targets = corpus.eval_windows(text, length, 256)
+        assert ids.shape == (256 // length, length) and torch.equal(ids.flatten(), text[:256])
+        assert torch.equal(targets.flatten(), text[1:257])  # every length scores the same bytes
+
+
+@pytest.mark.parametrize("periods", [None, (8, 32)])
+def test_repeat_batch_repeats_a_block_of_distinct_bytes(gen, periods):
+    ids, targets = corpus.repeat_batch(60, 128, gen, periods)
+    low, high = periods or (16, 64)
+    seen = set()
+    for row, target in zip(ids.tolist(), targets.tolist()):
+        period = next(p for p in range(1, 129) if all(row[t] == row[t - p] for t in range(p, 128)))
+        assert low <= period <= high and len(set(row[:period])) == period
+        seen.add(period)
+        for t in range(128):
+            assert target[t] == (row[t + 1] if period <= t + 1 < 128 else IGNORE)
+    assert len(seen) > 10
+    with pytest.raises(ValueError, match="periods must satisfy"):
+        corpus.repeat_batch(2, 64, gen, (8, 300))
+
+
+@pytest.mark.parametrize("control", [False, True])
+def test_passkey_batch_scores_only_the_repeated_key(gen, control):
+    text = torch.full((500,), ord("x"))
+    ids, targets = corpus.passkey_batch(text, 16, 96, gen, control=control)
+    assert ids.shape == targets.shape == (16, 96)
+    for row, target in zip(ids.tolist(), targets.tolist()):
+        line = bytes(row).decode()
+        assert line.startswith("pass key: ") and line[-KEY_DIGITS + 1 - 11:-KEY_DIGITS + 1] == "\npass key: "
+        first = line[10:15]
+        scored = "".join(chr(t) for t in target if t != IGNORE)
+        assert len(scored) == KEY_DIGITS and scored[:-1] == line[-KEY_DIGITS + 1:]
+        assert all(a != b for a, b in zip(first, scored)) if control else first == scored
+        assert target.index(next(t for t in target if t != IGNORE)) == 96 - KEY_DIGITS
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_models_are_causal_and_sized_alike(gen, scheme):
+    torch.manual_seed(0)
+    model = TinyLM(16, 2, 2, scheme, max_len=24, rope_base=100.0).eval()
+    ids = torch.randint(0, 256, (2, 24), generator=gen)
+    changed = ids.clone()
+    changed[:, 15:] = (changed[:, 15:] + 1) % 256
+    with torch.no_grad():
+        logits, logits_changed = model(ids), model(changed)
+    assert logits.shape == (2, 24, 256)
+    torch.testing.assert_close(logits[:, :15], logits_changed[:, :15], rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(logits[:, 15:], logits_changed[:, 15:])
+    extra = {"learned": 24 * 16, "t5": 32 * 2}.get(scheme, 0)  # one T5 table shared by the layers
+    base = sum(p.numel() for p in TinyLM(16, 2, 2, "nope", 24).parameters())
+    assert sum(p.numel() for p in model.parameters()) == base + extra
+
+
+def test_nope_sees_order_only_through_the_causal_mask():
+    """Without positions, the last token's output is the same for any order of the tokens before it."""
+    torch.manual_seed(0)
+    model = TinyLM(16, 2, 1, "nope", max_len=8).eval()
+    ids = torch.tensor([[5, 9, 200, 31, 7]])
+    swapped = torch.tensor([[9, 200, 5, 31, 7]])
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids)[:, -1], model(swapped)[:, -1], rtol=1e-5, atol=1e-5)
+
+
+def test_extension_methods_and_the_yarn_ablations():
+    cfg = StudyConfig()
+    methods = extensions(cfg)
+    head_dim = cfg.d_model // cfg.n_heads
+    plain, _ = rope_parameters(head_dim, cfg.extension_base)
+    ramp, attention = rope_parameters(head_dim, cfg.extension_base, methods["yarn_ramp_only"][0])
+    yarn, yarn_attention = rope_parameters(head_dim, cfg.extension_base, methods["yarn"][0])
+    torch.testing.assert_close(ramp, yarn, rtol=0, atol=0)  # same frequencies ...
+    assert attention == 1.0 and yarn_attention == pytest.approx(0.1 * math.log(4) + 1)  # ... temperature apart
+    assert methods["yarn_temperature_only"][:2] == (None, yarn_attention_factor(4.0) ** 2)
+    dynamic, _ = rope_parameters(head_dim, cfg.extension_base, methods["dynamic"][0], seq_len=4 * cfg.train_len)
+    ntk, _ = rope_parameters(head_dim, cfg.extension_base, methods["ntk"][0])
+    torch.testing.assert_close(dynamic, ntk, rtol=1e-12, atol=0)  # factor 1: dynamic at 4L is NTK with factor 4
+    assert not torch.equal(ramp, plain)
+
+
+def test_measure_skips_a_learned_table_past_its_length():
+    cfg = StudyConfig(**load_script().QUICK)
+    train, valid = corpus.split(corpus.corpus_bytes())
+    torch.manual_seed(0)
+    model = TinyLM(cfg.d_model, cfg.n_heads, cfg.n_layers, "learned", cfg.train_len)
+    out = measure(model, valid, cfg)
+    fits = [n <= cfg.train_len for n in cfg.eval_lengths]
+    assert [v is not None for v in out["loss"]] == fits and [v is not None for v in out["entropy"]] == fits
+    assert out["loss"][0] == pytest.approx(math.log(256), rel=0.05)  # untrained: about uniform over bytes
+    assert len(out["position_loss"]) == cfg.train_len // 16
+    assert parse_model("rope-100") == ("rope", 100.0)
+    with pytest.raises(ValueError, match="model must be one of"):
+        parse_model("xpos")
+
+
+def check_results(data: dict, cfg: StudyConfig) -> None:
+    assert data["config"] == json.loads(json.dumps(asdict(cfg)))  # the shipped numbers come from this config
+    assert data["models"] == cfg.models() and data["corpus"]["name"] == "pydoc_data.topics"
+    assert len(data["corpus"]["sha256"]) == 64 and set(data["versions"]) >= {"python", "torch"}
+    assert {(r["model"], r["seed"]) for r in data["runs"]} == {(m, s) for m in cfg.models() for s in cfg.seeds}
+    for run in data["runs"]:
+        assert len(run["loss"]) == len(cfg.eval_lengths) and len(run["passkey"]) == len(cfg.probe_lengths)
+        for value in run["loss"] + run["copy_fixed"] + run["passkey"]:
+            assert value is None or (math.isfinite(value) and value >= 0)
+        assert ("extension" in run) == (run["model"] == f"rope-{cfg.extension_base:g}")
+        if "extension" in run:
+            assert set(run["extension"]) == set(extensions(cfg))
+
+
+def test_script_quick_run_end_to_end(tmp_path):
+    """The reduced version of the script that produced the shipped results, run as a reader would run it; one
+    task recomputed in this process gives the same numbers (each task is seeded on its own)."""
+    out = tmp_path / "quick.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--no-progress",
+                           "--jobs", "2"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["generated_by"] == "python3 scripts/extrapolation.py --quick"
+    script = load_script()
+    cfg = StudyConfig(**script.QUICK)
+    check_results(data, cfg)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train, valid = corpus.split(corpus.corpus_bytes(), cfg.valid_fraction)
+        again = script._rounded(run_task(cfg, "rope-10000", 1, train, valid))
+    finally:
+        torch.set_num_threads(threads)
+    assert again == next(r for r in data["runs"] if (r["model"], r["seed"]) == ("rope-10000", 1))
 
 
 def test_shipped_results_match_the_script_defaults():
     data = json.loads(SHIPPED.read_text())
-    assert data["generated_by"] == "python scripts/extrapolation.py" and data["threads"] == 1
-    check_results(data, ExperimentConfig())
+    assert data["generated_by"] == "python3 scripts/extrapolation.py" and data["threads_per_task"] == 1
+    check_results(data, StudyConfig())
+    assert len(StudyConfig().seeds) >= 3

@@ -1,0 +1,53 @@
+"""Reading chapter 5's results file: per-model arrays over seeds, their spread, and RoPE's angle coverage.
+
+Shapes: ``n`` seeds, ``k`` lengths (``eval_lengths`` or ``probe_lengths`` of the study's config), ``p`` RoPE pairs.
+Missing values (a learned table past its length) are NaN.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+
+def load(path: str | Path) -> dict:
+    """The results JSON written by ``scripts/extrapolation.py``."""
+    return json.loads(Path(path).read_text())
+
+
+def _array(rows: list[list[float | None]]) -> np.ndarray:
+    return np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
+
+
+def per_model(results: dict, key: str) -> dict[str, np.ndarray]:
+    """``{model: (n, k) array}`` of measurement ``key`` (``"loss"``, ``"passkey"``, ...), seeds in order."""
+    out = {}
+    for model in results["models"]:
+        runs = sorted((r for r in results["runs"] if r["model"] == model), key=lambda r: r["seed"])
+        out[model] = _array([r[key] for r in runs])
+    return out
+
+
+def per_extension(results: dict, key: str, phase: str) -> dict[str, np.ndarray]:
+    """``{method: (n, k) array}`` of ``key`` for the extended RoPE model, ``phase`` ``"zero_shot"`` or
+    ``"finetuned"`` (methods without that phase are left out)."""
+    runs = sorted((r for r in results["runs"] if "extension" in r), key=lambda r: r["seed"])
+    methods = runs[0]["extension"] if runs else {}
+    return {m: _array([r["extension"][m][phase][key] for r in runs]) for m in methods
+            if phase in runs[0]["extension"][m]}
+
+
+def spread(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, minimum and maximum over seeds (axis 0) of an ``(n, k)`` array: three ``(k,)`` arrays."""
+    return values.mean(0), values.min(0), values.max(0)
+
+
+def angle_coverage(head_dim: int, base: float, train_len: int, test_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair, the largest angle (in turns) RoPE gives a query-key distance in training (``train_len - 1``) and at
+    test (``test_len - 1``): two ``(p,)`` arrays. A pair whose training value is below 1 never completed a turn,
+    so every test angle above it is new to the model."""
+    theta = base ** (-np.arange(0, head_dim, 2) / head_dim)
+    return (train_len - 1) * theta / (2 * math.pi), (test_len - 1) * theta / (2 * math.pi)
