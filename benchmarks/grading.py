@@ -40,15 +40,16 @@ def main() -> None:
             nbformat.write(nb, Path(tmp) / "batch" / f"student{k:03d}" / f"{args.exercise}.ipynb")
         load = os.getloadavg()[0]
         start = time.monotonic()
-        book = grade_batch([Path(tmp) / "batch"], Path(tmp) / "gradebook.csv", exercise=args.exercise,
-                           jobs=args.jobs)
+        book = grade_batch([Path(tmp) / "batch"], Path(tmp) / "gradebook.csv", exercise=args.exercise, jobs=args.jobs)
         wall = time.monotonic() - start
     full = sum(r.total == book.possible for r in book.rows)
     n = len(book.rows)
     print("| exercise | submissions | jobs | full marks | wall (s) | s per submission | load before | load after |")
     print("|---|---|---|---|---|---|---|---|")
-    print(f"| {args.exercise} | {n} | {args.jobs} | {full} | {wall:.1f} | {wall / n:.2f} | {load:.1f} | "
-          f"{os.getloadavg()[0]:.1f} |")
+    print(
+        f"| {args.exercise} | {n} | {args.jobs} | {full} | {wall:.1f} | {wall / n:.2f} | {load:.1f} | "
+        f"{os.getloadavg()[0]:.1f} |"
+    )
 
 
 if __name__ == "__main__":

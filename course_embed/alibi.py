@@ -27,7 +27,7 @@ def _slope_list(num_heads: int) -> list[float]:
         start = 2.0 ** (-8.0 / num_heads)
         return [start ** (i + 1) for i in range(num_heads)]
     closest = 2 ** math.floor(math.log2(num_heads))
-    return _slope_list(closest) + _slope_list(2 * closest)[0::2][:num_heads - closest]
+    return _slope_list(closest) + _slope_list(2 * closest)[0::2][: num_heads - closest]
 
 
 def alibi_slopes(num_heads: int, *, dtype=torch.float32, device=None) -> torch.Tensor:
@@ -56,15 +56,18 @@ def alibi_bias(slopes: torch.Tensor, key_len: int, *, query_len: int | None = No
         for queries ``i = k - q .. k - 1``, a function of the distance only (the causal mask removes ``j > i``).
     """
     if not isinstance(slopes, torch.Tensor) or slopes.dim() != 1:
-        raise ValueError(f"slopes must be a (heads,) tensor from alibi_slopes, got "
-                         f"{tuple(slopes.shape) if isinstance(slopes, torch.Tensor) else type(slopes).__name__}")
+        raise ValueError(
+            f"slopes must be a (heads,) tensor from alibi_slopes, got "
+            f"{tuple(slopes.shape) if isinstance(slopes, torch.Tensor) else type(slopes).__name__}"
+        )
     if key_len < 1:
         raise ValueError(f"key_len must be a positive integer, got {key_len}")
     keys = torch.arange(key_len, device=slopes.device, dtype=slopes.dtype)
     if query_len is None:
         return (slopes[:, None] * (keys - (key_len - 1)))[:, None, :]  # (h, 1, k)
     if not 1 <= query_len <= key_len:
-        raise ValueError(f"query_len must be in [1, key_len={key_len}] (queries are the last positions), "
-                         f"got {query_len}")
+        raise ValueError(
+            f"query_len must be in [1, key_len={key_len}] (queries are the last positions), got {query_len}"
+        )
     queries = torch.arange(key_len - query_len, key_len, device=slopes.device, dtype=slopes.dtype)
     return -slopes[:, None, None] * (queries[:, None] - keys[None, :]).abs()  # (h, q, k)

@@ -40,7 +40,7 @@ class LearnedPositionalEmbedding(nn.Module):
     def encoding(self, length: int, offset: int = 0, *, dtype=None, device=None) -> torch.Tensor:
         """Rows for positions ``offset .. offset + length - 1``: ``(length, d)``."""
         check_positions(length, offset, self.max_len)
-        return self.weight[offset:offset + length].to(device=device, dtype=dtype)
+        return self.weight[offset : offset + length].to(device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Return ``x + W[offset : offset + s]`` for ``x`` of shape ``(b, s, d)``."""
@@ -49,15 +49,16 @@ class LearnedPositionalEmbedding(nn.Module):
         return x + self.encoding(x.shape[1], offset, dtype=x.dtype, device=x.device)
 
     @torch.no_grad()
-    def resize(self, new_len: int) -> "LearnedPositionalEmbedding":
+    def resize(self, new_len: int) -> LearnedPositionalEmbedding:
         """Resample the table to ``new_len`` rows by linear interpolation, keeping the first and last rows.
 
         New row ``j`` is the old table read at position ``j * (L - 1) / (new_len - 1)``. The parameter is
         replaced, so build the optimizer after resizing. Returns ``self``.
         """
         if new_len < 2 or self.max_len < 2:
-            raise ValueError(f"resize needs at least 2 rows before and after, got max_len={self.max_len} "
-                             f"and new_len={new_len}")
+            raise ValueError(
+                f"resize needs at least 2 rows before and after, got max_len={self.max_len} and new_len={new_len}"
+            )
         old = self.weight.detach().float().T[None]  # (1, d, L)
         new = F.interpolate(old, size=new_len, mode="linear", align_corners=True)[0].T  # (new_len, d)
         self.weight = nn.Parameter(new.to(self.weight.dtype).contiguous())
@@ -66,4 +67,3 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, d_model={self.d_model}"
-

@@ -51,12 +51,22 @@ class MultilingualEmbedding(nn.Module):
     offsets: torch.Tensor
     sizes: torch.Tensor
 
-    def __init__(self, vocab_sizes: Mapping[str, int], d_model: int, padding_idx: int | None = None,
-                 scale: bool = True, init: Init | None = None, device=None, dtype=None):
+    def __init__(
+        self,
+        vocab_sizes: Mapping[str, int],
+        d_model: int,
+        padding_idx: int | None = None,
+        scale: bool = True,
+        init: Init | None = None,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if not isinstance(vocab_sizes, Mapping) or not vocab_sizes:
-            raise ValueError(f"vocab_sizes must be a non-empty mapping from language name to vocabulary size, e.g. "
-                             f"{{'en': 32000, 'zh': 50000}}; got {vocab_sizes!r}")
+            raise ValueError(
+                f"vocab_sizes must be a non-empty mapping from language name to vocabulary size, e.g. "
+                f"{{'en': 32000, 'zh': 50000}}; got {vocab_sizes!r}"
+            )
         for lang, size in vocab_sizes.items():
             if not isinstance(lang, str):
                 raise TypeError(f"language names in vocab_sizes must be strings, got {lang!r}")
@@ -66,8 +76,10 @@ class MultilingualEmbedding(nn.Module):
             raise ValueError(f"d_model must be a positive integer, got {d_model}")
         smallest = min(vocab_sizes.values())
         if padding_idx is not None and not 0 <= padding_idx < smallest:
-            raise ValueError(f"padding_idx={padding_idx} must be a local id present in every language, i.e. in "
-                             f"[0, {smallest}) for these vocabularies; use e.g. 0, or None for no pad token")
+            raise ValueError(
+                f"padding_idx={padding_idx} must be a local id present in every language, i.e. in "
+                f"[0, {smallest}) for these vocabularies; use e.g. 0, or None for no pad token"
+            )
         self.languages = tuple(vocab_sizes)
         self.d_model, self.padding_idx, self.scale = d_model, padding_idx, scale
         self.init = init or ("scaled_normal" if scale else "normal")
@@ -94,13 +106,15 @@ class MultilingualEmbedding(nn.Module):
         """The ``(V_l, d)`` rows of language ``lang``: a view of the packed table (writes go through)."""
         index = self.language_index(lang)
         start = int(self.offsets[index])
-        return self.weight[start:start + int(self.sizes[index])]
+        return self.weight[start : start + int(self.sizes[index])]
 
     def language_index(self, lang: str) -> int:
         """Index of language ``lang`` in ``languages``; a clear error for an unknown name."""
         if lang not in self.languages:
-            raise ValueError(f"unknown language {lang!r}; this embedding has {list(self.languages)}; add it to "
-                             f"vocab_sizes when building the module")
+            raise ValueError(
+                f"unknown language {lang!r}; this embedding has {list(self.languages)}; add it to "
+                f"vocab_sizes when building the module"
+            )
         return self.languages.index(lang)
 
     def _language_tensor(self, lang, ids: torch.Tensor) -> torch.Tensor:
@@ -110,22 +124,29 @@ class MultilingualEmbedding(nn.Module):
             return torch.tensor([[self.language_index(lang)]], device=ids.device)
         if isinstance(lang, torch.Tensor):
             if lang.dtype not in (torch.int64, torch.int32):
-                raise TypeError(f"lang must hold integer language indices, got dtype {lang.dtype}; or pass "
-                                f"language names")
+                raise TypeError(
+                    f"lang must hold integer language indices, got dtype {lang.dtype}; or pass language names"
+                )
             if tuple(lang.shape) not in ((b,), tuple(ids.shape)):
-                raise ValueError(f"lang must have shape (batch,) = ({b},) or the shape of ids {tuple(ids.shape)}, "
-                                 f"got {tuple(lang.shape)}")
+                raise ValueError(
+                    f"lang must have shape (batch,) = ({b},) or the shape of ids {tuple(ids.shape)}, "
+                    f"got {tuple(lang.shape)}"
+                )
             if lang.numel() and not 0 <= int(lang.min()) <= int(lang.max()) < len(self.languages):
-                raise ValueError(f"lang holds indices outside [0, {len(self.languages)}); the languages are "
-                                 f"{list(self.languages)} in that order")
+                raise ValueError(
+                    f"lang holds indices outside [0, {len(self.languages)}); the languages are "
+                    f"{list(self.languages)} in that order"
+                )
             lang = lang.to(device=ids.device, dtype=torch.long)
             return lang[:, None] if lang.dim() == 1 else lang
         if isinstance(lang, Sequence):
             if len(lang) != b:
                 raise ValueError(f"lang names one language per sequence: expected {b} names, got {len(lang)}")
             return torch.tensor([[self.language_index(name)] for name in lang], device=ids.device)
-        raise TypeError(f"lang must be a language name, a sequence of names or a tensor of language indices, "
-                        f"got {type(lang).__name__}")
+        raise TypeError(
+            f"lang must be a language name, a sequence of names or a tensor of language indices, "
+            f"got {type(lang).__name__}"
+        )
 
     def global_ids(self, ids: torch.Tensor, lang) -> torch.Tensor:
         """Rows of the packed table read by local ``ids`` ``(b, s)`` of languages ``lang``: ``(b, s)``.
@@ -142,9 +163,11 @@ class MultilingualEmbedding(nn.Module):
         if bool(bad.any()):
             where = bad.nonzero()[0]
             lang_name = self.languages[int(index[tuple(where)])]
-            raise ValueError(f"ids[{where[0]}, {where[1]}] = {int(ids[tuple(where)])} is outside the {lang_name!r} "
-                             f"vocabulary [0, {int(limit[tuple(where)])}); check that each sequence is tagged with "
-                             f"the language whose tokenizer produced it")
+            raise ValueError(
+                f"ids[{where[0]}, {where[1]}] = {int(ids[tuple(where)])} is outside the {lang_name!r} "
+                f"vocabulary [0, {int(limit[tuple(where)])}); check that each sequence is tagged with "
+                f"the language whose tokenizer produced it"
+            )
         rows = ids + self.offsets[index]
         if self.padding_idx is not None:
             rows = torch.where(ids == self.padding_idx, self.pad_rows[0], rows)
@@ -154,8 +177,8 @@ class MultilingualEmbedding(nn.Module):
         """Look up local ``ids`` ``(b, s)`` of languages ``lang``; returns ``(b, s, d)`` in the table's dtype."""
         pad = self.pad_rows[0] if self.padding_idx is not None else None
         out = F.embedding(self.global_ids(ids, lang), self.weight, pad)
-        return out * self.d_model ** 0.5 if self.scale else out
+        return out * self.d_model**0.5 if self.scale else out
 
     def extra_repr(self) -> str:
-        sizes = dict(zip(self.languages, self.sizes.tolist()))
+        sizes = dict(zip(self.languages, self.sizes.tolist(), strict=False))
         return f"{sizes}, {self.d_model}, padding_idx={self.padding_idx}, scale={self.scale}, init={self.init!r}"

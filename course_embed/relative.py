@@ -21,15 +21,18 @@ from torch import nn
 
 def _check_buckets(num_buckets: int, max_distance: int, bidirectional: bool) -> None:
     if not isinstance(num_buckets, int) or num_buckets // 2 // (2 if bidirectional else 1) < 1:
-        raise ValueError(f"num_buckets must be an integer >= {4 if bidirectional else 2} "
-                         f"(bidirectional={bidirectional}), got {num_buckets!r}")
+        raise ValueError(
+            f"num_buckets must be an integer >= {4 if bidirectional else 2} "
+            f"(bidirectional={bidirectional}), got {num_buckets!r}"
+        )
     exact = num_buckets // 2 // (2 if bidirectional else 1)
     if not max_distance > exact:
         raise ValueError(f"max_distance must exceed the {exact} exactly-bucketed distances, got {max_distance}")
 
 
-def relative_position_bucket(relative_position: torch.Tensor, *, bidirectional: bool = True, num_buckets: int = 32,
-                             max_distance: int = 128) -> torch.Tensor:
+def relative_position_bucket(
+    relative_position: torch.Tensor, *, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+) -> torch.Tensor:
     """Bucket id of each ``key - query`` offset (any shape, integer); returns a ``torch.long`` tensor of that shape.
 
     With ``n`` buckets per direction (``num_buckets``, halved when ``bidirectional``; bidirectional keys after
@@ -70,8 +73,16 @@ class RelativePositionBias(nn.Module):
         ``query_len = 1`` and the cache length plus one as ``key_len``.
     """
 
-    def __init__(self, num_heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True,
-                 init_std: float = 0.02, device=None, dtype=None):
+    def __init__(
+        self,
+        num_heads: int,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        bidirectional: bool = True,
+        init_std: float = 0.02,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if not isinstance(num_heads, int) or num_heads < 1:
             raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
@@ -84,17 +95,25 @@ class RelativePositionBias(nn.Module):
     def buckets(self, query_len: int, key_len: int) -> torch.Tensor:
         """Bucket ids ``(q, k)`` for the last ``query_len`` of ``key_len`` positions."""
         if key_len < 1 or not 1 <= query_len <= key_len:
-            raise ValueError(f"need 1 <= query_len <= key_len (queries are the last positions), got "
-                             f"query_len={query_len}, key_len={key_len}")
+            raise ValueError(
+                f"need 1 <= query_len <= key_len (queries are the last positions), got "
+                f"query_len={query_len}, key_len={key_len}"
+            )
         keys = torch.arange(key_len, device=self.weight.device)
-        queries = keys[key_len - query_len:]
-        return relative_position_bucket(keys[None, :] - queries[:, None], bidirectional=self.bidirectional,
-                                        num_buckets=self.num_buckets, max_distance=self.max_distance)
+        queries = keys[key_len - query_len :]
+        return relative_position_bucket(
+            keys[None, :] - queries[:, None],
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )
 
     def forward(self, query_len: int, key_len: int) -> torch.Tensor:
         """The bias ``(h, q, k)`` for the last ``query_len`` of ``key_len`` positions."""
         return self.weight[self.buckets(query_len, key_len)].permute(2, 0, 1)  # (q, k, h) -> (h, q, k)
 
     def extra_repr(self) -> str:
-        return (f"num_heads={self.num_heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
-                f"bidirectional={self.bidirectional}")
+        return (
+            f"num_heads={self.num_heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
+            f"bidirectional={self.bidirectional}"
+        )

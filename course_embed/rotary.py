@@ -47,11 +47,12 @@ ROPE_SCALINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "linear": (("factor",), ()),
     "ntk": (("factor",), ()),
     "dynamic": (("factor", "original_max_position_embeddings"), ()),
-    "yarn": (("factor", "original_max_position_embeddings"),
-             ("beta_fast", "beta_slow", "attention_factor", "truncate", "mscale", "mscale_all_dim")),
+    "yarn": (
+        ("factor", "original_max_position_embeddings"),
+        ("beta_fast", "beta_slow", "attention_factor", "truncate", "mscale", "mscale_all_dim"),
+    ),
     "llama3": (("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"), ()),
-    "longrope": (("factor", "original_max_position_embeddings", "long_factor", "short_factor"),
-                 ("attention_factor",)),
+    "longrope": (("factor", "original_max_position_embeddings", "long_factor", "short_factor"), ("attention_factor",)),
 }
 
 
@@ -88,8 +89,9 @@ def ntk_base(base: float, head_dim: int, factor: float) -> float:
     return base * factor ** (head_dim / (head_dim - 2))
 
 
-def dynamic_ntk_base(base: float, head_dim: int, factor: float, seq_len: int,
-                     original_max_position_embeddings: int) -> float:
+def dynamic_ntk_base(
+    base: float, head_dim: int, factor: float, seq_len: int, original_max_position_embeddings: int
+) -> float:
     """Dynamic NTK: the base for a sequence of ``seq_len`` tokens (as ``_compute_dynamic_ntk_parameters``).
 
     ``base * (factor * L / L0 - (factor - 1))**(h_d / (h_d - 2))`` with ``L = max(seq_len, L0)``: plain RoPE up to
@@ -112,8 +114,14 @@ def yarn_attention_factor(factor: float, mscale: float = 1.0) -> float:
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
-def yarn_ramp(head_dim: int, base: float, original_max_position_embeddings: int, beta_fast: float = 32.0,
-              beta_slow: float = 1.0, truncate: bool = True) -> torch.Tensor:
+def yarn_ramp(
+    head_dim: int,
+    base: float,
+    original_max_position_embeddings: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    truncate: bool = True,
+) -> torch.Tensor:
     """YaRN's interpolation ramp ``gamma_i`` in ``[0, 1]`` per pair, ``(p,)`` float64, fastest pair first.
 
     Pair ``i`` turns ``r_i = L0 theta_i / (2 pi)`` times over the original length ``L0``. Pairs that turn more than
@@ -136,16 +144,29 @@ def yarn_ramp(head_dim: int, base: float, original_max_position_embeddings: int,
     return ((i - low) / (high - low)).clamp(0, 1)
 
 
-def yarn_frequencies(head_dim: int, base: float, factor: float, original_max_position_embeddings: int,
-                     beta_fast: float = 32.0, beta_slow: float = 1.0, truncate: bool = True) -> torch.Tensor:
+def yarn_frequencies(
+    head_dim: int,
+    base: float,
+    factor: float,
+    original_max_position_embeddings: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    truncate: bool = True,
+) -> torch.Tensor:
     """YaRN ("NTK-by-parts") frequencies ``(p,)`` float64: ``theta_i ((1 - gamma_i) + gamma_i / factor)``."""
     gamma = yarn_ramp(head_dim, base, original_max_position_embeddings, beta_fast, beta_slow, truncate)
     theta = rope_frequencies(head_dim, base)
     return theta * (1 - gamma) + theta / factor * gamma
 
 
-def llama3_frequencies(head_dim: int, base: float, factor: float, original_max_position_embeddings: int,
-                       low_freq_factor: float, high_freq_factor: float) -> torch.Tensor:
+def llama3_frequencies(
+    head_dim: int,
+    base: float,
+    factor: float,
+    original_max_position_embeddings: int,
+    low_freq_factor: float,
+    high_freq_factor: float,
+) -> torch.Tensor:
     """Llama 3.1's frequencies ``(p,)`` float64: keep short wavelengths, interpolate long ones, blend between.
 
     With wavelength ``lambda_i = 2 pi / theta_i`` and ``L0`` the original length: ``lambda < L0 / high_freq_factor``
@@ -154,16 +175,18 @@ def llama3_frequencies(head_dim: int, base: float, factor: float, original_max_p
     a theta_i``: the same blend as YaRN, but ramped in ``L0 / lambda`` (turns) instead of the pair index.
     """
     if not 0 < low_freq_factor < high_freq_factor:
-        raise ValueError(f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low_freq_factor} and "
-                         f"{high_freq_factor}")
+        raise ValueError(
+            f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low_freq_factor} and {high_freq_factor}"
+        )
     theta = rope_frequencies(head_dim, base)
     turns = original_max_position_embeddings / (2 * math.pi / theta)  # L0 / wavelength
     blend = ((turns - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
     return theta / factor * (1 - blend) + theta * blend
 
 
-def rope_parameters(head_dim: int, base: float = 10000.0, rope_scaling: dict | None = None,
-                    seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+def rope_parameters(
+    head_dim: int, base: float = 10000.0, rope_scaling: dict | None = None, seq_len: int | None = None
+) -> tuple[torch.Tensor, float]:
     """Frequencies ``(p,)`` (float64) and attention factor for a model config's ``rope_scaling``.
 
     Args:
@@ -190,15 +213,19 @@ def rope_parameters(head_dim: int, base: float = 10000.0, rope_scaling: dict | N
     missing = [key for key in required if key not in scaling]
     unknown = [key for key in scaling if key not in required + optional]
     if missing or unknown:
-        raise ValueError(f"rope_scaling of type {rope_type!r} needs the keys {required} and accepts {optional}; "
-                         f"missing {missing}, unknown {unknown}")
+        raise ValueError(
+            f"rope_scaling of type {rope_type!r} needs the keys {required} and accepts {optional}; "
+            f"missing {missing}, unknown {unknown}"
+        )
     factor = float(scaling.get("factor", 1.0))
     if factor < 1:
         raise ValueError(f"rope_scaling['factor'] must be >= 1 (new length / training length), got {factor}")
     original = scaling.get("original_max_position_embeddings", 1)
     if not isinstance(original, int) or original < 1:
-        raise ValueError(f"rope_scaling['original_max_position_embeddings'] must be a positive integer (the "
-                         f"training length), got {original!r}")
+        raise ValueError(
+            f"rope_scaling['original_max_position_embeddings'] must be a positive integer (the "
+            f"training length), got {original!r}"
+        )
     if rope_type == "default":
         return rope_frequencies(head_dim, base), 1.0
     if rope_type == "linear":
@@ -208,25 +235,38 @@ def rope_parameters(head_dim: int, base: float = 10000.0, rope_scaling: dict | N
     if rope_type == "dynamic":
         return rope_frequencies(head_dim, dynamic_ntk_base(base, head_dim, factor, seq_len or 0, original)), 1.0
     if rope_type == "llama3":
-        return llama3_frequencies(head_dim, base, factor, original, float(scaling["low_freq_factor"]),
-                                  float(scaling["high_freq_factor"])), 1.0
+        return llama3_frequencies(
+            head_dim, base, factor, original, float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        ), 1.0
     attention = scaling.get("attention_factor")
     if rope_type == "longrope":
         divisors = scaling["long_factor"] if (seq_len or 0) > original else scaling["short_factor"]
         if len(divisors) != head_dim // 2:
-            raise ValueError(f"rope_scaling['long_factor'] and ['short_factor'] need head_dim / 2 = "
-                             f"{head_dim // 2} values, got {len(divisors)}")
+            raise ValueError(
+                f"rope_scaling['long_factor'] and ['short_factor'] need head_dim / 2 = "
+                f"{head_dim // 2} values, got {len(divisors)}"
+            )
         if attention is None:
             attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
         divisors = torch.tensor(divisors, dtype=torch.float64)
         return rope_frequencies(head_dim, base) / divisors, float(attention)
     if attention is None:
         mscale, mscale_all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
-        attention = (yarn_attention_factor(factor, mscale) / yarn_attention_factor(factor, mscale_all_dim)
-                     if mscale and mscale_all_dim else yarn_attention_factor(factor))
+        attention = (
+            yarn_attention_factor(factor, mscale) / yarn_attention_factor(factor, mscale_all_dim)
+            if mscale and mscale_all_dim
+            else yarn_attention_factor(factor)
+        )
     attention = float(attention)
-    theta = yarn_frequencies(head_dim, base, factor, original, scaling.get("beta_fast", 32.0),
-                             scaling.get("beta_slow", 1.0), scaling.get("truncate", True))
+    theta = yarn_frequencies(
+        head_dim,
+        base,
+        factor,
+        original,
+        scaling.get("beta_fast", 32.0),
+        scaling.get("beta_slow", 1.0),
+        scaling.get("truncate", True),
+    )
     return theta, attention
 
 
@@ -309,8 +349,15 @@ class RotaryEmbedding(nn.Module):
     Reference: complex multiplication ``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)`` in float64 (tests).
     """
 
-    def __init__(self, head_dim: int, base: float = 10000.0, *, layout: Layout = "interleaved",
-                 rope_scaling: dict | None = None, max_len: int = 2048):
+    def __init__(
+        self,
+        head_dim: int,
+        base: float = 10000.0,
+        *,
+        layout: Layout = "interleaved",
+        rope_scaling: dict | None = None,
+        max_len: int = 2048,
+    ):
         super().__init__()
         _check_head_dim(head_dim)
         if layout not in LAYOUTS:
@@ -374,7 +421,9 @@ class RotaryEmbedding(nn.Module):
             self._derived[key] = (cos, tables)
         return tuple(t[offset:end] for t in tables)
 
-    def cos_sin(self, length: int, offset: int = 0, *, dtype=torch.float32, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def cos_sin(
+        self, length: int, offset: int = 0, *, dtype=torch.float32, device=None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin (times the attention factor) for positions ``offset .. offset + length - 1``: ``(s, p)`` each."""
         cos, sin = self._rows(offset, length, device, dtype)
         return cos, sin
@@ -383,11 +432,14 @@ class RotaryEmbedding(nn.Module):
         """Rotate ``x`` ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1``; returns ``(b, h, s, h_d)``."""
         if not isinstance(x, torch.Tensor) or not x.is_floating_point():
             kind = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-            raise TypeError(f"RoPE rotates floating-point queries/keys of shape (batch, heads, seq, head_dim), "
-                            f"got {kind}")
+            raise TypeError(
+                f"RoPE rotates floating-point queries/keys of shape (batch, heads, seq, head_dim), got {kind}"
+            )
         if x.dim() != 4 or x.shape[-1] != self.head_dim:
-            raise ValueError(f"x must have shape (batch, heads, seq, head_dim={self.head_dim}), got {tuple(x.shape)}; "
-                             f"from (batch, seq, heads, head_dim) use x.transpose(1, 2)")
+            raise ValueError(
+                f"x must have shape (batch, heads, seq, head_dim={self.head_dim}), got {tuple(x.shape)}; "
+                f"from (batch, seq, heads, head_dim) use x.transpose(1, 2)"
+            )
         if offset < 0:
             raise ValueError(f"offset must be >= 0 (the position of the first token), got {offset}")
         length = x.shape[-2]
@@ -401,10 +453,14 @@ class RotaryEmbedding(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate queries and keys ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1``."""
         if q.shape[-2] != k.shape[-2]:
-            raise ValueError(f"q and k must cover the same positions, got {q.shape[-2]} and {k.shape[-2]} tokens; "
-                             f"rotate new keys before appending them to the cache")
+            raise ValueError(
+                f"q and k must cover the same positions, got {q.shape[-2]} and {k.shape[-2]} tokens; "
+                f"rotate new keys before appending them to the cache"
+            )
         return self.rotate(q, offset), self.rotate(k, offset)
 
     def extra_repr(self) -> str:
-        return (f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, "
-                f"scaling={_rope_type(self.rope_scaling)!r}")
+        return (
+            f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, "
+            f"scaling={_rope_type(self.rope_scaling)!r}"
+        )

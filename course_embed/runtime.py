@@ -28,8 +28,10 @@ def pick_device(preferred: str | None = None) -> torch.device:
     except RuntimeError as err:
         raise ValueError(f"{DEVICE_ENV}={choice!r} is not a device name; use 'cpu', 'cuda' or 'cuda:N'") from err
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{DEVICE_ENV}={choice!r} asks for CUDA, but torch.cuda.is_available() is False "
-                         f"(torch {torch.__version__}); unset it or set it to 'cpu'")
+        raise ValueError(
+            f"{DEVICE_ENV}={choice!r} asks for CUDA, but torch.cuda.is_available() is False "
+            f"(torch {torch.__version__}); unset it or set it to 'cpu'"
+        )
     return device
 
 

@@ -30,16 +30,19 @@ def _angle_dtype(device: torch.device) -> torch.dtype:
 def inverse_frequencies(d_model: int, base: float = 10000.0, *, device=None, dtype=torch.float64) -> torch.Tensor:
     """Angular frequencies ``base**(-2i/d)`` of the ``d/2`` sin/cos pairs, shape ``(d/2,)``, fastest first."""
     if d_model % 2 or d_model < 2:
-        raise ValueError(f"d_model must be a positive even number (sin/cos come in pairs), got {d_model}; "
-                         f"use {d_model + 1 if d_model % 2 else 2}")
+        raise ValueError(
+            f"d_model must be a positive even number (sin/cos come in pairs), got {d_model}; "
+            f"use {d_model + 1 if d_model % 2 else 2}"
+        )
     if not base > 1:
         raise ValueError(f"base must be greater than 1, got {base}")
     exponents = torch.arange(0, d_model, 2, device=device, dtype=dtype) / d_model
-    return base ** -exponents
+    return base**-exponents
 
 
-def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, *, offset: int = 0,
-                     dtype: torch.dtype | None = None, device=None) -> torch.Tensor:
+def sinusoidal_table(
+    length: int, d_model: int, base: float = 10000.0, *, offset: int = 0, dtype: torch.dtype | None = None, device=None
+) -> torch.Tensor:
     """The sinusoidal encoding of positions ``offset .. offset + length - 1``.
 
     Args:
@@ -113,8 +116,9 @@ class SinusoidalPositionalEncoding(nn.Module):
         source, cast = self._casts.get(key, (None, None))
         if source is not self.table:  # first use, or the table grew or moved (module.to) since
             if dtype == torch.float64:  # float64 in, float64-accurate out: recompute rather than widen float32
-                cast = sinusoidal_table(self.table.shape[0], self.d_model, self.base, dtype=dtype,
-                                        device=device or self.table.device)
+                cast = sinusoidal_table(
+                    self.table.shape[0], self.d_model, self.base, dtype=dtype, device=device or self.table.device
+                )
             else:
                 cast = self.table.to(device=device, dtype=dtype)
             self._casts[key] = (self.table, cast)

@@ -84,16 +84,27 @@ class TokenEmbedding(nn.Module):
     Reference: ``torch.nn.functional.embedding`` (tests compare against it and against ``one_hot(ids) @ W``).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None, scale: bool = True,
-                 init: Init | None = None, device=None, dtype=None, sparse: bool = False):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        padding_idx: int | None = None,
+        scale: bool = True,
+        init: Init | None = None,
+        device=None,
+        dtype=None,
+        sparse: bool = False,
+    ):
         super().__init__()
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be a positive integer, got {vocab_size}")
         if d_model < 1:
             raise ValueError(f"d_model must be a positive integer, got {d_model}")
         if padding_idx is not None and not 0 <= padding_idx < vocab_size:
-            raise ValueError(f"padding_idx={padding_idx} is outside the vocabulary [0, {vocab_size}); "
-                             f"use an id in that range (e.g. 0), or None for no pad token")
+            raise ValueError(
+                f"padding_idx={padding_idx} is outside the vocabulary [0, {vocab_size}); "
+                f"use an id in that range (e.g. 0), or None for no pad token"
+            )
         self.vocab_size, self.d_model = vocab_size, d_model
         self.padding_idx, self.scale, self.sparse = padding_idx, scale, sparse
         self.init = init or ("scaled_normal" if scale else "normal")
@@ -131,25 +142,32 @@ class TokenEmbedding(nn.Module):
         check_ids(ids, self.vocab_size)
         if not isinstance(addend, torch.Tensor) or addend.dtype != self.weight.dtype:
             kind = addend.dtype if isinstance(addend, torch.Tensor) else type(addend).__name__
-            raise TypeError(f"addend must be a tensor of the table's dtype {self.weight.dtype}, got {kind}; "
-                            f"cast it with addend.to({self.weight.dtype})")
+            raise TypeError(
+                f"addend must be a tensor of the table's dtype {self.weight.dtype}, got {kind}; "
+                f"cast it with addend.to({self.weight.dtype})"
+            )
         shape = (*ids.shape, self.d_model)
         extra = len(shape) - addend.dim()  # broadcasting must not change the output's shape
-        if extra < 0 or any(a not in (1, n) for a, n in zip(addend.shape, shape[extra:])):
-            raise ValueError(f"addend of shape {tuple(addend.shape)} does not broadcast to the output shape {shape}; "
-                             f"pass position rows of shape (seq, d_model) = {shape[-2:]}")
+        if extra < 0 or any(a not in (1, n) for a, n in zip(addend.shape, shape[extra:], strict=False)):
+            raise ValueError(
+                f"addend of shape {tuple(addend.shape)} does not broadcast to the output shape {shape}; "
+                f"pass position rows of shape (seq, d_model) = {shape[-2:]}"
+            )
         if torch.is_grad_enabled() and (self.weight.requires_grad or addend.requires_grad):
             return _LookupAdd.apply(ids, self.weight, addend, self.multiplier, self.padding_idx, self.sparse)
         return _lookup_add(ids, self.weight, addend, self.multiplier, self.padding_idx)  # inference: no graph
 
     def extra_repr(self) -> str:
         sparse = ", sparse=True" if self.sparse else ""
-        return (f"{self.vocab_size}, {self.d_model}, padding_idx={self.padding_idx}, scale={self.scale}, "
-                f"init={self.init!r}{sparse}")
+        return (
+            f"{self.vocab_size}, {self.d_model}, padding_idx={self.padding_idx}, scale={self.scale}, "
+            f"init={self.init!r}{sparse}"
+        )
 
 
-def _lookup_add(ids: torch.Tensor, weight: torch.Tensor, addend: torch.Tensor, scale: float,
-                padding_idx: int | None) -> torch.Tensor:
+def _lookup_add(
+    ids: torch.Tensor, weight: torch.Tensor, addend: torch.Tensor, scale: float, padding_idx: int | None
+) -> torch.Tensor:
     """``W[ids] * scale + addend`` in two passes: gather into the output, then one in-place add (no autograd)."""
     out = F.embedding(ids, weight, padding_idx)  # pass 1: (*, d), the only allocation
     torch.add(addend, out, alpha=scale, out=out)  # pass 2: out = addend + scale * out, in place
@@ -198,7 +216,9 @@ def tie_weights(embedding: TokenEmbedding | nn.Embedding, output: nn.Linear) -> 
         ``output``, now computing ``logits = h @ W.T`` with the embedding table ``W``.
     """
     if output.weight.shape != embedding.weight.shape:
-        raise ValueError(f"cannot tie an output layer of weight shape {tuple(output.weight.shape)} to an embedding "
-                         f"of shape {tuple(embedding.weight.shape)}; build it as nn.Linear(d_model, vocab_size)")
+        raise ValueError(
+            f"cannot tie an output layer of weight shape {tuple(output.weight.shape)} to an embedding "
+            f"of shape {tuple(embedding.weight.shape)}; build it as nn.Linear(d_model, vocab_size)"
+        )
     output.weight = embedding.weight
     return output

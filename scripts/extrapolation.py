@@ -36,9 +36,22 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "book" / "data" / "extrapolation.json"
 
 #: The reduced run: the same code on a smaller model and budget, two seeds.
-QUICK = dict(eval_lengths=(32, 64, 128), probe_lengths=(32, 64, 128), train_len=32, d_model=16, n_heads=2,
-             n_layers=1, steps=6, batch_size=8, warmup=2, rope_bases=(100.0, 10000.0), seeds=(0, 1),
-             eval_tokens=512, probe_sequences=4, finetune_steps=2)
+QUICK = dict(
+    eval_lengths=(32, 64, 128),
+    probe_lengths=(32, 64, 128),
+    train_len=32,
+    d_model=16,
+    n_heads=2,
+    n_layers=1,
+    steps=6,
+    batch_size=8,
+    warmup=2,
+    rope_bases=(100.0, 10000.0),
+    seeds=(0, 1),
+    eval_tokens=512,
+    probe_sequences=4,
+    finetune_steps=2,
+)
 
 
 def _rounded(value):
@@ -81,12 +94,19 @@ def main(argv: list[str] | None = None) -> int:
     runs.sort(key=lambda run: (cfg.models().index(run["model"]), run["seed"]))
     payload = {
         "generated_by": "python3 scripts/extrapolation.py" + (" --quick" if args.quick else ""),
-        "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
-                     "course_embed": ce.__version__},
-        "threads_per_task": 1, "jobs": args.jobs, "wall_seconds": round(time.perf_counter() - start),
-        "corpus": {**corpus.corpus_info(data), "train_bytes": len(train_ids),
-                   "valid_bytes": len(valid_ids)},
-        "config": config_dict(cfg), "models": cfg.models(), "runs": runs,
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "numpy": numpy.__version__,
+            "course_embed": ce.__version__,
+        },
+        "threads_per_task": 1,
+        "jobs": args.jobs,
+        "wall_seconds": round(time.perf_counter() - start),
+        "corpus": {**corpus.corpus_info(data), "train_bytes": len(train_ids), "valid_bytes": len(valid_ids)},
+        "config": config_dict(cfg),
+        "models": cfg.models(),
+        "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(_rounded(payload), indent=1) + "\n")

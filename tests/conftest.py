@@ -70,8 +70,11 @@ def built_site(tmp_path_factory, worker_id) -> BuiltSite:
             proc = subprocess.run(build.jupyter_book_command(root, out), capture_output=True, text=True)
             (out / "returncode").write_text(str(proc.returncode))
             (out / "build.log").write_text(proc.stdout + proc.stderr)
-            pdf = subprocess.run([sys.executable, "-m", "course_embed.tools.pdf", str(out / "_build" / "html")],
-                                 capture_output=True, text=True)
+            pdf = subprocess.run(
+                [sys.executable, "-m", "course_embed.tools.pdf", str(out / "_build" / "html")],
+                capture_output=True,
+                text=True,
+            )
             (out / "pdf-returncode").write_text(str(pdf.returncode))
             (out / "pdf.log").write_text(pdf.stdout + pdf.stderr)
     return BuiltSite(out)

@@ -9,22 +9,25 @@ from course_embed.alibi import alibi_bias, alibi_slopes
 
 
 def test_slopes_for_8_heads():
-    expected = [2.0 ** -k for k in range(1, 9)]  # 1/2, 1/4, ..., 1/256
-    torch.testing.assert_close(alibi_slopes(8, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64),
-                               rtol=1e-14, atol=0)
+    expected = [2.0**-k for k in range(1, 9)]  # 1/2, 1/4, ..., 1/256
+    torch.testing.assert_close(
+        alibi_slopes(8, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64), rtol=1e-14, atol=0
+    )
 
 
 def test_slopes_for_16_heads():
     expected = [2.0 ** (-k / 2) for k in range(1, 17)]  # 2^-0.5, 2^-1, ..., 2^-8
-    torch.testing.assert_close(alibi_slopes(16, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64),
-                               rtol=1e-14, atol=0)
+    torch.testing.assert_close(
+        alibi_slopes(16, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64), rtol=1e-14, atol=0
+    )
 
 
 def test_slopes_for_12_heads_interleave_the_16_head_sequence():
     # 8 heads' slopes, then every other slope of the 16-head sequence: 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5
-    expected = [2.0 ** -k for k in range(1, 9)] + [2.0 ** -0.5, 2.0 ** -1.5, 2.0 ** -2.5, 2.0 ** -3.5]
-    torch.testing.assert_close(alibi_slopes(12, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64),
-                               rtol=1e-14, atol=0)
+    expected = [2.0**-k for k in range(1, 9)] + [2.0**-0.5, 2.0**-1.5, 2.0**-2.5, 2.0**-3.5]
+    torch.testing.assert_close(
+        alibi_slopes(12, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64), rtol=1e-14, atol=0
+    )
 
 
 @pytest.mark.parametrize("num_heads", [1, 2, 3, 5, 6, 7, 20, 24, 40, 64])
@@ -33,10 +36,11 @@ def test_slopes_general_rule(num_heads):
     closest = 2 ** math.floor(math.log2(num_heads))
     assert slopes.shape == (num_heads,) and bool((slopes > 0).all()) and bool((slopes < 1).all())
     ratio = 2.0 ** (-8 / closest)
-    torch.testing.assert_close(slopes[:closest], ratio ** torch.arange(1, closest + 1, dtype=torch.float64),
-                               rtol=1e-14, atol=0)
+    torch.testing.assert_close(
+        slopes[:closest], ratio ** torch.arange(1, closest + 1, dtype=torch.float64), rtol=1e-14, atol=0
+    )
     extra = (2.0 ** (-8 / (2 * closest))) ** torch.arange(1, 4 * closest, 2, dtype=torch.float64)
-    torch.testing.assert_close(slopes[closest:], extra[:num_heads - closest], rtol=1e-14, atol=0)
+    torch.testing.assert_close(slopes[closest:], extra[: num_heads - closest], rtol=1e-14, atol=0)
     assert len(set(slopes.tolist())) == num_heads  # every head gets its own slope
 
 

@@ -48,7 +48,7 @@ def test_gradients_equal_separate_tables_and_pads_get_none(device, gen):
     (out * upstream).sum().backward()
     start = 0
     for lang, size in SIZES.items():  # the packed table holds the languages back to back, in order
-        torch.testing.assert_close(m.weight.grad[start:start + size], ref[lang].weight.grad, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(m.weight.grad[start : start + size], ref[lang].weight.grad, rtol=1e-6, atol=1e-6)
         start += size
     assert torch.count_nonzero(m.weight.grad[m.pad_rows]) == 0
 
@@ -57,10 +57,18 @@ def test_per_token_languages_for_code_switching(gen):
     m = MultilingualEmbedding(SIZES, 6)
     ref = reference_tables(m)
     lang = torch.randint(0, 3, (2, 5), generator=gen)
-    ids = torch.stack([torch.stack([torch.randint(0, SIZES[m.languages[k]], (), generator=gen) for k in row])
-                       for row in lang.tolist()])
-    expected = torch.stack([torch.stack([ref[m.languages[k]](ids[i, j]) for j, k in enumerate(row)])
-                            for i, row in enumerate(lang.tolist())]) * math.sqrt(6)
+    ids = torch.stack(
+        [
+            torch.stack([torch.randint(0, SIZES[m.languages[k]], (), generator=gen) for k in row])
+            for row in lang.tolist()
+        ]
+    )
+    expected = torch.stack(
+        [
+            torch.stack([ref[m.languages[k]](ids[i, j]) for j, k in enumerate(row)])
+            for i, row in enumerate(lang.tolist())
+        ]
+    ) * math.sqrt(6)
     torch.testing.assert_close(m(ids, lang), expected, rtol=1e-6, atol=1e-6)
 
 
@@ -99,30 +107,36 @@ def test_id_of_another_language_is_rejected_not_read():
     assert m(ids, ["en", "zh"]).shape == (2, 2, 4)
 
 
-@pytest.mark.parametrize("ids, lang, error, match", [
-    (torch.tensor([[1, 2]]), "de", ValueError, r"unknown language 'de'.*\['en', 'zh', 'fr'\]"),
-    (torch.tensor([[1, 2]]), ["en", "zh"], ValueError, "expected 1 names, got 2"),
-    (torch.tensor([[1, 2]]), torch.tensor([3]), ValueError, r"outside \[0, 3\)"),
-    (torch.tensor([[1, 2]]), torch.tensor([0, 1, 2]), ValueError, r"shape \(batch,\)"),
-    (torch.tensor([[1, 2]]), torch.tensor([0.0]), TypeError, "integer language indices"),
-    (torch.tensor([[1, 2]]), 0, TypeError, "language name"),
-    (torch.tensor([1, 2]), "en", ValueError, r"\(batch, seq\)"),
-    (torch.tensor([[1.0, 2.0]]), "en", TypeError, "integer"),
-    (torch.tensor([[1, -2]]), "en", ValueError, "negative"),
-])
+@pytest.mark.parametrize(
+    "ids, lang, error, match",
+    [
+        (torch.tensor([[1, 2]]), "de", ValueError, r"unknown language 'de'.*\['en', 'zh', 'fr'\]"),
+        (torch.tensor([[1, 2]]), ["en", "zh"], ValueError, "expected 1 names, got 2"),
+        (torch.tensor([[1, 2]]), torch.tensor([3]), ValueError, r"outside \[0, 3\)"),
+        (torch.tensor([[1, 2]]), torch.tensor([0, 1, 2]), ValueError, r"shape \(batch,\)"),
+        (torch.tensor([[1, 2]]), torch.tensor([0.0]), TypeError, "integer language indices"),
+        (torch.tensor([[1, 2]]), 0, TypeError, "language name"),
+        (torch.tensor([1, 2]), "en", ValueError, r"\(batch, seq\)"),
+        (torch.tensor([[1.0, 2.0]]), "en", TypeError, "integer"),
+        (torch.tensor([[1, -2]]), "en", ValueError, "negative"),
+    ],
+)
 def test_bad_forward_inputs(ids, lang, error, match):
     with pytest.raises(error, match=match):
         MultilingualEmbedding(SIZES, 4)(ids, lang)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(vocab_sizes={}), ValueError, "non-empty mapping"),
-    (dict(vocab_sizes=[30, 50]), ValueError, "non-empty mapping"),
-    (dict(vocab_sizes={"en": 0}), ValueError, r"vocab_sizes\['en'\] must be a positive integer"),
-    (dict(vocab_sizes={1: 10}), TypeError, "must be strings"),
-    (dict(d_model=0), ValueError, "d_model"),
-    (dict(padding_idx=20), ValueError, r"padding_idx=20.*\[0, 20\)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(vocab_sizes={}), ValueError, "non-empty mapping"),
+        (dict(vocab_sizes=[30, 50]), ValueError, "non-empty mapping"),
+        (dict(vocab_sizes={"en": 0}), ValueError, r"vocab_sizes\['en'\] must be a positive integer"),
+        (dict(vocab_sizes={1: 10}), TypeError, "must be strings"),
+        (dict(d_model=0), ValueError, "d_model"),
+        (dict(padding_idx=20), ValueError, r"padding_idx=20.*\[0, 20\)"),
+    ],
+)
 def test_bad_construction(kwargs, error, match):
     args = dict(vocab_sizes=SIZES, d_model=4) | kwargs
     with pytest.raises(error, match=match):

@@ -4,8 +4,8 @@ relative-position buckets; the package must agree over a grid of configurations.
 
 ``transformers`` computes RoPE frequencies in float32 (``dtype=torch.float`` in its code), the package in float64,
 so frequencies are compared at float32 round-off (relative 1e-5 leaves a margin over the ~1e-6 error of float32
-``base ** x``); attention factors are Python floats in both and agree to 1e-12. BLOOM raises a float32 base to integer powers,
-so slopes agree to 1e-6 relative; T5 buckets are equal.
+``base ** x``); attention factors are Python floats in both and agree to 1e-12. BLOOM raises a float32 base to
+integer powers, so slopes agree to 1e-6 relative; T5 buckets are equal.
 """
 
 import itertools
@@ -30,8 +30,13 @@ FREQ_TOL = dict(rtol=1e-5, atol=0)
 def hf_rope(head_dim, base, rope_type, max_position_embeddings=4096, seq_len=None, **scaling):
     """transformers' frequencies (float64 copy of its float32 result) and attention factor for one config."""
     params = {"rope_type": rope_type, "rope_theta": base, **scaling}
-    config = LlamaConfig(hidden_size=head_dim * 4, num_attention_heads=4, head_dim=head_dim,
-                         max_position_embeddings=max_position_embeddings, rope_parameters=params)
+    config = LlamaConfig(
+        hidden_size=head_dim * 4,
+        num_attention_heads=4,
+        head_dim=head_dim,
+        max_position_embeddings=max_position_embeddings,
+        rope_parameters=params,
+    )
     if rope_type == "default":
         freqs, attention = LlamaRotaryEmbedding.compute_default_rope_parameters(config)
     else:
@@ -52,8 +57,10 @@ GRID = list(itertools.product([16, 64, 128], [10000.0, 500000.0]))
 def test_default_and_linear(head_dim, base):
     assert_same(rope_parameters(head_dim, base), hf_rope(head_dim, base, "default"))
     for factor in (2.0, 4.0, 32.0):
-        assert_same(rope_parameters(head_dim, base, {"rope_type": "linear", "factor": factor}),
-                    hf_rope(head_dim, base, "linear", factor=factor))
+        assert_same(
+            rope_parameters(head_dim, base, {"rope_type": "linear", "factor": factor}),
+            hf_rope(head_dim, base, "linear", factor=factor),
+        )
 
 
 @pytest.mark.parametrize("head_dim, base", GRID)
@@ -61,8 +68,10 @@ def test_default_and_linear(head_dim, base):
 def test_dynamic_ntk_at_several_lengths(head_dim, base, factor):
     scaling = {"rope_type": "dynamic", "factor": factor, "original_max_position_embeddings": 1024}
     for seq_len in (10, 1024, 1025, 4096, 100_000):
-        assert_same(rope_parameters(head_dim, base, scaling, seq_len=seq_len),
-                    hf_rope(head_dim, base, "dynamic", 1024, seq_len=seq_len, factor=factor))
+        assert_same(
+            rope_parameters(head_dim, base, scaling, seq_len=seq_len),
+            hf_rope(head_dim, base, "dynamic", 1024, seq_len=seq_len, factor=factor),
+        )
 
 
 YARN = [
@@ -80,8 +89,9 @@ YARN = [
 @pytest.mark.parametrize("head_dim, base", GRID)
 @pytest.mark.parametrize("scaling", YARN, ids=lambda s: "-".join(f"{k[:6]}{v}" for k, v in s.items()))
 def test_yarn(head_dim, base, scaling):
-    assert_same(rope_parameters(head_dim, base, {"rope_type": "yarn", **scaling}),
-                hf_rope(head_dim, base, "yarn", **scaling))
+    assert_same(
+        rope_parameters(head_dim, base, {"rope_type": "yarn", **scaling}), hf_rope(head_dim, base, "yarn", **scaling)
+    )
 
 
 LLAMA3 = [
@@ -94,8 +104,10 @@ LLAMA3 = [
 @pytest.mark.parametrize("head_dim, base", GRID)
 @pytest.mark.parametrize("scaling", LLAMA3, ids=["llama3.1", "llama3.2", "small"])
 def test_llama3(head_dim, base, scaling):
-    assert_same(rope_parameters(head_dim, base, {"rope_type": "llama3", **scaling}),
-                hf_rope(head_dim, base, "llama3", **scaling))
+    assert_same(
+        rope_parameters(head_dim, base, {"rope_type": "llama3", **scaling}),
+        hf_rope(head_dim, base, "llama3", **scaling),
+    )
 
 
 @pytest.mark.parametrize("head_dim, base", GRID)
@@ -108,8 +120,10 @@ def test_longrope_short_and_long(head_dim, base, gen):
         if attention is not None:
             scaling["attention_factor"] = attention
         for seq_len in (None, 4096, 4097, 131072):
-            assert_same(rope_parameters(head_dim, base, {"rope_type": "longrope", **scaling}, seq_len=seq_len),
-                        hf_rope(head_dim, base, "longrope", 131072, seq_len=seq_len, **scaling))
+            assert_same(
+                rope_parameters(head_dim, base, {"rope_type": "longrope", **scaling}, seq_len=seq_len),
+                hf_rope(head_dim, base, "longrope", 131072, seq_len=seq_len, **scaling),
+            )
 
 
 @pytest.mark.parametrize("heads", [1, 2, 3, 4, 6, 8, 12, 16, 20, 32, 40, 64, 96])
@@ -127,10 +141,12 @@ def test_alibi_against_bloom(heads):
 @pytest.mark.parametrize("num_buckets, max_distance", [(32, 128), (8, 16), (64, 256), (16, 1000)])
 def test_t5_buckets(bidirectional, num_buckets, max_distance):
     offsets = torch.arange(-1500, 1500)[None, :]
-    theirs = T5Attention._relative_position_bucket(offsets, bidirectional=bidirectional, num_buckets=num_buckets,
-                                                   max_distance=max_distance)
-    ours = relative_position_bucket(offsets, bidirectional=bidirectional, num_buckets=num_buckets,
-                                    max_distance=max_distance)
+    theirs = T5Attention._relative_position_bucket(
+        offsets, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
+    ours = relative_position_bucket(
+        offsets, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     assert torch.equal(ours, theirs)
 
 

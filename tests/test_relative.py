@@ -32,8 +32,9 @@ CONFIGS = [(32, 128), (16, 64), (64, 256), (8, 20), (32, 1000)]
 @pytest.mark.parametrize("num_buckets, max_distance", CONFIGS)
 def test_buckets_follow_the_t5_rule(device, bidirectional, num_buckets, max_distance):
     offsets = torch.arange(-1500, 1501, device=device)
-    got = relative_position_bucket(offsets, bidirectional=bidirectional, num_buckets=num_buckets,
-                                   max_distance=max_distance)
+    got = relative_position_bucket(
+        offsets, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     assert got.dtype == torch.long and got.device.type == device.type
     expected = [t5_bucket(o, bidirectional, num_buckets, max_distance) for o in offsets.tolist()]
     assert got.tolist() == expected
@@ -45,14 +46,16 @@ def test_buckets_are_exact_then_monotone_then_capped(bidirectional, num_buckets,
     per_direction = num_buckets // 2 if bidirectional else num_buckets
     exact = per_direction // 2
     distance = torch.arange(0, 3 * max_distance)
-    past = relative_position_bucket(-distance, bidirectional=bidirectional, num_buckets=num_buckets,
-                                    max_distance=max_distance)
+    past = relative_position_bucket(
+        -distance, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     assert past[:exact].tolist() == list(range(exact))  # small distances: one bucket each
     assert bool((past.diff() >= 0).all())  # never decreases with distance
     assert bool((past[max_distance:] == per_direction - 1).all())  # far keys share the last bucket
     assert past.max().item() == per_direction - 1 and len(past.unique()) == per_direction  # every bucket used
-    future = relative_position_bucket(distance, bidirectional=bidirectional, num_buckets=num_buckets,
-                                      max_distance=max_distance)
+    future = relative_position_bucket(
+        distance, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     if bidirectional:
         assert future[1:].tolist() == (past[1:] + per_direction).tolist()  # mirrored into the upper half
     else:

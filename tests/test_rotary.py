@@ -99,8 +99,10 @@ def test_rotation_preserves_norms(device, gen, layout):
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_scores_depend_only_on_the_offset(gen, layout):
     rope = RotaryEmbedding(32, layout=layout)
-    q, k = torch.randn(1, 1, 1, 32, generator=gen, dtype=torch.float64), torch.randn(1, 1, 1, 32, generator=gen,
-                                                                                       dtype=torch.float64)
+    q, k = (
+        torch.randn(1, 1, 1, 32, generator=gen, dtype=torch.float64),
+        torch.randn(1, 1, 1, 32, generator=gen, dtype=torch.float64),
+    )
 
     def score(m, n):
         return (rope.rotate(q, offset=m) * rope.rotate(k, offset=n)).sum().item()
@@ -125,16 +127,18 @@ def test_half_precision_inputs_use_float32_angles(device, gen, layout, dtype):
     x = torch.randn(1, 2, 8, 16, generator=gen, dtype=torch.float64)
     out = RotaryEmbedding(16, layout=layout).rotate(x.to(device=device, dtype=dtype), offset=1000)
     assert out.dtype == dtype
-    reference = (reference_interleaved if layout == "interleaved" else reference_half)(x, torch.arange(1000, 1008),
-                                                                                        theta(16))
+    reference = (reference_interleaved if layout == "interleaved" else reference_half)(
+        x, torch.arange(1000, 1008), theta(16)
+    )
     # angles in bfloat16 would put positions 1000..1007 on 2 values and miss by O(1); cast cos/sin only lose ~1e-2
     torch.testing.assert_close(out.double().cpu(), reference, rtol=0, atol=0.1)
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_gradient_is_the_inverse_rotation(gen, layout):
-    rope = RotaryEmbedding(8, layout=layout, rope_scaling={"rope_type": "yarn", "factor": 4.0,
-                                                           "original_max_position_embeddings": 16})
+    rope = RotaryEmbedding(
+        8, layout=layout, rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
+    )
     x = torch.randn(1, 2, 5, 8, generator=gen, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: rope.rotate(t, offset=3), (x,))
 
@@ -181,7 +185,8 @@ def test_float64_input_is_rotated_with_float64_tables(gen):
         x = torch.randn(2, 2, 300, 64, generator=gen, dtype=torch.float64)
         out = RotaryEmbedding(64, layout=layout, max_len=16).rotate(x, offset=4000)
         reference = (reference_interleaved if layout == "interleaved" else reference_half)(
-            x, torch.arange(4000, 4300), theta(64))
+            x, torch.arange(4000, 4300), theta(64)
+        )
         torch.testing.assert_close(out, reference, rtol=0, atol=1e-12)
 
 
@@ -192,8 +197,9 @@ def test_float32_results_do_not_depend_on_float64_use(gen):
     mixed.rotate(x.double(), offset=100)
     assert torch.equal(mixed.rotate(x, offset=3), fresh)
     angles = torch.arange(3, 53, dtype=torch.float64)[:, None] * theta(16)  # float64 angles rounded once
-    expected = torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * torch.complex(
-        angles.cos().float(), angles.sin().float())).flatten(-2)
+    expected = torch.view_as_real(
+        torch.view_as_complex(x.unflatten(-1, (-1, 2))) * torch.complex(angles.cos().float(), angles.sin().float())
+    ).flatten(-2)
     assert torch.equal(fresh, expected)
 
 
@@ -239,8 +245,11 @@ def test_dynamic_module_is_plain_up_to_the_original_length_then_grows(gen):
     torch.testing.assert_close(rope.rotate(long), reference_interleaved(long, torch.arange(100), grown), **TABLE_TOL)
     # decoding one token at position 100 uses the base for 101 tokens
     step = long[:, :, :1]
-    torch.testing.assert_close(rope.rotate(step, offset=100), reference_interleaved(
-        step, torch.tensor([100]), theta(16, hf_dynamic_base(10000.0, 16, 2.0, 101, 32))), **TABLE_TOL)
+    torch.testing.assert_close(
+        rope.rotate(step, offset=100),
+        reference_interleaved(step, torch.tensor([100]), theta(16, hf_dynamic_base(10000.0, 16, 2.0, 101, 32))),
+        **TABLE_TOL,
+    )
     torch.testing.assert_close(rope.rotate(x), reference_interleaved(x, torch.arange(32), theta(16)), **TABLE_TOL)
 
 
@@ -254,15 +263,21 @@ def test_dynamic_decoding_computes_only_the_rows_it_needs(monkeypatch):
     step = torch.randn(1, 1, 1, 16, dtype=torch.float64)
     for position in (100, 10_000, 30_000):
         out = rope.rotate(step, offset=position)
-        expected = reference_interleaved(step, torch.tensor([position]),
-                                         theta(16, hf_dynamic_base(10000.0, 16, 2.0, position + 1, 64)))
+        expected = reference_interleaved(
+            step, torch.tensor([position]), theta(16, hf_dynamic_base(10000.0, 16, 2.0, position + 1, 64))
+        )
         torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
     assert built == [1, 1, 1]
 
 
 def test_llama3_keeps_short_wavelengths_and_interpolates_long_ones():
-    scaling = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
-               "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    scaling = {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "original_max_position_embeddings": 8192,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+    }
     freqs, attention = rope_parameters(128, 500000.0, scaling)
     plain = theta(128, 500000.0)
     wavelength = 2 * math.pi / plain
@@ -278,8 +293,13 @@ def test_llama3_keeps_short_wavelengths_and_interpolates_long_ones():
 
 def test_longrope_switches_factor_sets_at_the_original_length(gen):
     short, long = [1.0, 1.5, 2.0, 3.0], [1.0, 2.0, 4.0, 8.0]
-    scaling = {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 32,
-               "short_factor": short, "long_factor": long}
+    scaling = {
+        "rope_type": "longrope",
+        "factor": 4.0,
+        "original_max_position_embeddings": 32,
+        "short_factor": short,
+        "long_factor": long,
+    }
     attention = math.sqrt(1 + math.log(4.0) / math.log(32))
     freqs, got = rope_parameters(8, 10000.0, scaling, seq_len=32)
     torch.testing.assert_close(freqs, theta(8) / torch.tensor(short, dtype=torch.float64), rtol=1e-15, atol=0)
@@ -287,13 +307,15 @@ def test_longrope_switches_factor_sets_at_the_original_length(gen):
     rope = RotaryEmbedding(8, rope_scaling=scaling, max_len=8)
     x = torch.randn(1, 1, 40, 8, generator=gen, dtype=torch.float64)
     for length, factors in ((32, short), (40, long)):
-        expected = attention * reference_interleaved(x[:, :, :length], torch.arange(length),
-                                                     theta(8) / torch.tensor(factors, dtype=torch.float64))
+        expected = attention * reference_interleaved(
+            x[:, :, :length], torch.arange(length), theta(8) / torch.tensor(factors, dtype=torch.float64)
+        )
         torch.testing.assert_close(rope.rotate(x[:, :, :length]), expected, rtol=0, atol=1e-12)
 
 
 def hf_yarn(dim, base, factor, max_pos, beta_fast=32, beta_slow=1, truncate=True):
     """Plain-Python YaRN frequencies, after transformers' _compute_yarn_parameters."""
+
     def correction_dim(rotations):
         return (dim * math.log(max_pos / (rotations * 2 * math.pi))) / (2 * math.log(base))
 
@@ -312,18 +334,27 @@ def hf_yarn(dim, base, factor, max_pos, beta_fast=32, beta_slow=1, truncate=True
     return torch.tensor(out, dtype=torch.float64)
 
 
-@pytest.mark.parametrize("dim, base, factor, max_pos, beta_fast, beta_slow, truncate", [
-    (128, 10000.0, 4.0, 4096, 32, 1, True),     # LLaMA-2-like
-    (64, 500000.0, 8.0, 8192, 32, 1, True),
-    (16, 10000.0, 4.0, 64, 32, 1, True),        # the chapter's tiny model
-    (64, 10000.0, 16.0, 2048, 16, 2, False),
-])
+@pytest.mark.parametrize(
+    "dim, base, factor, max_pos, beta_fast, beta_slow, truncate",
+    [
+        (128, 10000.0, 4.0, 4096, 32, 1, True),  # LLaMA-2-like
+        (64, 500000.0, 8.0, 8192, 32, 1, True),
+        (16, 10000.0, 4.0, 64, 32, 1, True),  # the chapter's tiny model
+        (64, 10000.0, 16.0, 2048, 16, 2, False),
+    ],
+)
 def test_yarn_matches_the_reference_formula(dim, base, factor, max_pos, beta_fast, beta_slow, truncate):
     expected = hf_yarn(dim, base, factor, max_pos, beta_fast, beta_slow, truncate)
     got = yarn_frequencies(dim, base, factor, max_pos, beta_fast, beta_slow, truncate)
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=0)
-    scaling = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": max_pos,
-               "beta_fast": beta_fast, "beta_slow": beta_slow, "truncate": truncate}
+    scaling = {
+        "rope_type": "yarn",
+        "factor": factor,
+        "original_max_position_embeddings": max_pos,
+        "beta_fast": beta_fast,
+        "beta_slow": beta_slow,
+        "truncate": truncate,
+    }
     freqs, attention = rope_parameters(dim, base, scaling)
     torch.testing.assert_close(freqs, expected, rtol=1e-12, atol=0)
     assert attention == pytest.approx(0.1 * math.log(factor) + 1.0, rel=1e-14)
@@ -332,8 +363,9 @@ def test_yarn_matches_the_reference_formula(dim, base, factor, max_pos, beta_fas
 def test_yarn_in_a_16_wide_head_changes_seven_of_eight_pairs():
     """At L0 = 64 no pair turns beta_fast = 32 times, so only the fastest pair keeps its frequency."""
     ratio = yarn_frequencies(16, 10000.0, 4.0, 64) / theta(16)
-    torch.testing.assert_close(ratio, torch.tensor([1, 0.75, 0.5, 0.25, 0.25, 0.25, 0.25, 0.25],
-                                                   dtype=torch.float64), rtol=1e-14, atol=0)
+    torch.testing.assert_close(
+        ratio, torch.tensor([1, 0.75, 0.5, 0.25, 0.25, 0.25, 0.25, 0.25], dtype=torch.float64), rtol=1e-14, atol=0
+    )
     assert yarn_attention_factor(4.0) ** 2 == pytest.approx(1.2965, abs=1e-4)  # every logit times 1.30
 
 
@@ -356,39 +388,57 @@ def test_yarn_attention_factor_scales_cos_and_sin(gen):
     x = torch.randn(1, 1, 10, 32, generator=gen, dtype=torch.float64)
     torch.testing.assert_close(rope.rotate(x).norm(dim=-1), rope.attention_factor * x.norm(dim=-1), rtol=1e-6, atol=0)
     cos, sin = rope.cos_sin(10)
-    torch.testing.assert_close(cos.double() ** 2 + sin.double() ** 2,
-                               torch.full((10, 16), rope.attention_factor ** 2, dtype=torch.float64),
-                               rtol=1e-6, atol=0)
+    torch.testing.assert_close(
+        cos.double() ** 2 + sin.double() ** 2,
+        torch.full((10, 16), rope.attention_factor**2, dtype=torch.float64),
+        rtol=1e-6,
+        atol=0,
+    )
     custom = RotaryEmbedding(32, rope_scaling={**scaling, "attention_factor": 1.0})
     assert custom.attention_factor == 1.0
 
 
-@pytest.mark.parametrize("scaling", [
-    {"rope_type": "linear", "factor": 1.0},
-    {"rope_type": "ntk", "factor": 1.0},
-    {"rope_type": "yarn", "factor": 1.0, "original_max_position_embeddings": 64},
-    {"type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 512},  # within the original length
-])
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"rope_type": "linear", "factor": 1.0},
+        {"rope_type": "ntk", "factor": 1.0},
+        {"rope_type": "yarn", "factor": 1.0, "original_max_position_embeddings": 64},
+        {"type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 512},  # within the original length
+    ],
+)
 def test_factor_one_is_plain_rope(gen, scaling):
     x = torch.randn(2, 2, 100, 16, generator=gen)
     plain = RotaryEmbedding(16).rotate(x)
     torch.testing.assert_close(RotaryEmbedding(16, rope_scaling=scaling).rotate(x), plain, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(head_dim=7), "head_dim must be a positive even integer"),
-    (dict(head_dim=8, base=1.0), "base must be greater than 1"),
-    (dict(head_dim=8, layout="rotate_half"), "layout must be one of"),
-    (dict(head_dim=8, max_len=0), "max_len must be a positive integer"),
-    (dict(head_dim=8, rope_scaling={"rope_type": "proportional", "factor": 2.0}), "rope_type'] must be one of"),
-    (dict(head_dim=8, rope_scaling={"rope_type": "yarn", "factor": 2.0}),
-     r"missing \['original_max_position_embeddings'\]"),
-    (dict(head_dim=8, rope_scaling={"rope_type": "linear", "factor": 2.0, "beta_fast": 3}), r"unknown \['beta_fast'\]"),
-    (dict(head_dim=8, rope_scaling={"rope_type": "linear", "factor": 0.5}), "factor'] must be >= 1"),
-    (dict(head_dim=8, rope_scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 0}),
-     "must be a positive integer"),
-    (dict(head_dim=2, rope_scaling={"rope_type": "ntk", "factor": 2.0}), "head_dim > 2"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(head_dim=7), "head_dim must be a positive even integer"),
+        (dict(head_dim=8, base=1.0), "base must be greater than 1"),
+        (dict(head_dim=8, layout="rotate_half"), "layout must be one of"),
+        (dict(head_dim=8, max_len=0), "max_len must be a positive integer"),
+        (dict(head_dim=8, rope_scaling={"rope_type": "proportional", "factor": 2.0}), "rope_type'] must be one of"),
+        (
+            dict(head_dim=8, rope_scaling={"rope_type": "yarn", "factor": 2.0}),
+            r"missing \['original_max_position_embeddings'\]",
+        ),
+        (
+            dict(head_dim=8, rope_scaling={"rope_type": "linear", "factor": 2.0, "beta_fast": 3}),
+            r"unknown \['beta_fast'\]",
+        ),
+        (dict(head_dim=8, rope_scaling={"rope_type": "linear", "factor": 0.5}), "factor'] must be >= 1"),
+        (
+            dict(
+                head_dim=8, rope_scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 0}
+            ),
+            "must be a positive integer",
+        ),
+        (dict(head_dim=2, rope_scaling={"rope_type": "ntk", "factor": 2.0}), "head_dim > 2"),
+    ],
+)
 def test_bad_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):
         RotaryEmbedding(**kwargs)

@@ -98,7 +98,7 @@ def test_grown_table_equals_fresh_one_exactly():
 def test_incremental_decoding_matches_full_sequence(gen):
     pe = SinusoidalPositionalEncoding(16, max_len=4)
     x = torch.randn(2, 10, 16, generator=gen)
-    steps = torch.cat([pe(x[:, i:i + 1], offset=i) for i in range(10)], dim=1)
+    steps = torch.cat([pe(x[:, i : i + 1], offset=i) for i in range(10)], dim=1)
     assert torch.equal(steps, pe(x))
 
 
@@ -120,8 +120,9 @@ def test_float64_input_gets_a_float64_accurate_table():
     out = pe(x)[0]  # grows the cache past max_len as well
     torch.testing.assert_close(out, closed_form(1200, 32), rtol=0, atol=1e-12)
     assert (pe.encoding(1200, dtype=torch.float32).double() - closed_form(1200, 32)).abs().max() > 1e-9
-    torch.testing.assert_close(pe.encoding(5, offset=1195, dtype=torch.float64), closed_form(5, 32, offset=1195),
-                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        pe.encoding(5, offset=1195, dtype=torch.float64), closed_form(5, 32, offset=1195), rtol=0, atol=1e-12
+    )
     assert torch.equal(pe(torch.zeros(1, 1200, 32))[0], sinusoidal_table(1200, 32))  # float32 unchanged
 
 
@@ -132,12 +133,15 @@ def test_odd_d_model_is_rejected():
         SinusoidalPositionalEncoding(7)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda pe: pe(torch.zeros(4, 16)), r"\(batch, seq, d_model\).*unsqueeze"),
-    (lambda pe: pe(torch.zeros(2, 4, 8)), "d_model=16"),
-    (lambda pe: pe(torch.zeros(2, 4, dtype=torch.long)), "floating-point"),
-    (lambda pe: pe(torch.zeros(2, 4, 16), offset=-1), "offset must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda pe: pe(torch.zeros(4, 16)), r"\(batch, seq, d_model\).*unsqueeze"),
+        (lambda pe: pe(torch.zeros(2, 4, 8)), "d_model=16"),
+        (lambda pe: pe(torch.zeros(2, 4, dtype=torch.long)), "floating-point"),
+        (lambda pe: pe(torch.zeros(2, 4, 16), offset=-1), "offset must be >= 0"),
+    ],
+)
 def test_bad_inputs(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call(SinusoidalPositionalEncoding(16))

@@ -39,8 +39,13 @@ def corpus_info(data: bytes) -> dict:
     """What identifies the corpus: source, Python version, topic count, size and sha256 of ``data``."""
     from pydoc_data import topics
 
-    return {"name": "pydoc_data.topics", "python": sys.version.split()[0], "topics": len(topics.topics),
-            "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return {
+        "name": "pydoc_data.topics",
+        "python": sys.version.split()[0],
+        "topics": len(topics.topics),
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
 
 
 def split(data: bytes, valid_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,8 +57,9 @@ def split(data: bytes, valid_fraction: float = 0.1) -> tuple[torch.Tensor, torch
     return ids[:cut], ids[cut:]
 
 
-def text_batch(text: torch.Tensor, batch: int, length: int,
-               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def text_batch(
+    text: torch.Tensor, batch: int, length: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``batch`` windows of ``length`` bytes at random offsets of ``text``: ids and next-byte targets ``(b, s)``."""
     if len(text) <= length:
         raise ValueError(f"text of {len(text)} bytes is too short for windows of length={length}")
@@ -69,12 +75,13 @@ def eval_windows(text: torch.Tensor, length: int, tokens: int) -> tuple[torch.Te
     count = tokens // length
     if count < 1 or count * length + 1 > len(text):
         raise ValueError(f"cannot cut {tokens} tokens of held-out text ({len(text)} bytes) into windows of {length}")
-    chunk = text[:count * length + 1]
+    chunk = text[: count * length + 1]
     return chunk[:-1].view(count, length), chunk[1:].view(count, length)
 
 
-def repeat_batch(batch: int, length: int, generator: torch.Generator,
-                 periods: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def repeat_batch(
+    batch: int, length: int, generator: torch.Generator, periods: tuple[int, int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The copy task: ids ``(b, s)`` repeating a block of ``p`` distinct bytes, and targets ``(b, s)``.
 
     ``p`` is uniform in ``periods = (low, high)`` (inclusive; default ``(s/8, s/2)``). ``targets[n, t]`` is
@@ -82,8 +89,9 @@ def repeat_batch(batch: int, length: int, generator: torch.Generator,
     """
     low, high = periods or (length // 8, length // 2)
     if not 1 <= low <= high < length or high > VOCAB_SIZE:
-        raise ValueError(f"periods must satisfy 1 <= low <= high < length={length} and high <= {VOCAB_SIZE}, "
-                         f"got {(low, high)}")
+        raise ValueError(
+            f"periods must satisfy 1 <= low <= high < length={length} and high <= {VOCAB_SIZE}, got {(low, high)}"
+        )
     p = torch.randint(low, high + 1, (batch,), generator=generator)
     blocks = torch.rand(batch, VOCAB_SIZE, generator=generator).argsort(dim=1)  # a random permutation per row
     t = torch.arange(length)
@@ -93,8 +101,9 @@ def repeat_batch(batch: int, length: int, generator: torch.Generator,
     return ids, targets
 
 
-def passkey_batch(text: torch.Tensor, batch: int, length: int, generator: torch.Generator,
-                  control: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def passkey_batch(
+    text: torch.Tensor, batch: int, length: int, generator: torch.Generator, control: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Passkey retrieval: ids ``(b, s)`` and targets ``(b, s)`` that score only the final five digits.
 
     Row ``n``: ``pass key: KKKKK`` + newline, held-out text from a random offset, newline + ``pass key: KKKKK``.
@@ -106,8 +115,11 @@ def passkey_batch(text: torch.Tensor, batch: int, length: int, generator: torch.
     if filler_len < 1:
         raise ValueError(f"length must be at least {2 * head} for a passkey sequence, got {length}")
     digits = torch.randint(0, 10, (batch, KEY_DIGITS), generator=generator) + ord("0")
-    first = (digits + torch.randint(1, 10, (batch, KEY_DIGITS), generator=generator) - ord("0")) % 10 + ord("0") \
-        if control else digits
+    first = (
+        (digits + torch.randint(1, 10, (batch, KEY_DIGITS), generator=generator) - ord("0")) % 10 + ord("0")
+        if control
+        else digits
+    )
     prefix = torch.tensor(list(KEY_PREFIX)).expand(batch, -1)
     newline = torch.full((batch, 1), ord("\n"))
     starts = torch.randint(0, len(text) - filler_len, (batch,), generator=generator)

@@ -36,8 +36,9 @@ def per_extension(results: dict, key: str, phase: str) -> dict[str, np.ndarray]:
     ``"finetuned"`` (methods without that phase are left out)."""
     runs = sorted((r for r in results["runs"] if "extension" in r), key=lambda r: r["seed"])
     methods = runs[0]["extension"] if runs else {}
-    return {m: _array([r["extension"][m][phase][key] for r in runs]) for m in methods
-            if phase in runs[0]["extension"][m]}
+    return {
+        m: _array([r["extension"][m][phase][key] for r in runs]) for m in methods if phase in runs[0]["extension"][m]
+    }
 
 
 def spread(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -65,23 +65,31 @@ class StudyConfig:
 
     def __post_init__(self):
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 4:
-            raise ValueError(f"d_model={self.d_model} must split into n_heads={self.n_heads} heads whose width is "
-                             f"a multiple of 4")
+            raise ValueError(
+                f"d_model={self.d_model} must split into n_heads={self.n_heads} heads whose width is a multiple of 4"
+            )
         if self.train_len not in self.eval_lengths or self.train_len not in self.probe_lengths:
             raise ValueError(f"train_len={self.train_len} must be in eval_lengths and probe_lengths (the 1x point)")
         if self.extension_base not in self.rope_bases:
             raise ValueError(f"extension_base={self.extension_base} must be one of rope_bases {self.rope_bases}")
         if self.extension_factor * self.train_len not in self.eval_lengths:
-            raise ValueError(f"extension_factor * train_len = {self.extension_factor * self.train_len} must be "
-                             f"one of eval_lengths {self.eval_lengths} (the fine-tune runs at that length)")
+            raise ValueError(
+                f"extension_factor * train_len = {self.extension_factor * self.train_len} must be "
+                f"one of eval_lengths {self.eval_lengths} (the fine-tune runs at that length)"
+            )
         if self.batch_size % self.extension_factor or self.batch_size < self.copy_share:
-            raise ValueError(f"batch_size={self.batch_size} must be a multiple of extension_factor and hold at "
-                             f"least one copy sequence (copy_share={self.copy_share})")
+            raise ValueError(
+                f"batch_size={self.batch_size} must be a multiple of extension_factor and hold at "
+                f"least one copy sequence (copy_share={self.copy_share})"
+            )
 
     def models(self) -> list[str]:
         """The model names: one per scheme, RoPE once per base (``"rope-10000"``)."""
-        return [f"rope-{base:g}" if s == "rope" else s for s in SCHEMES
-                for base in (self.rope_bases if s == "rope" else (None,))]
+        return [
+            f"rope-{base:g}" if s == "rope" else s
+            for s in SCHEMES
+            for base in (self.rope_bases if s == "rope" else (None,))
+        ]
 
 
 def parse_model(name: str) -> tuple[str, float]:
@@ -99,8 +107,9 @@ class Attention(nn.Module):
     query, averaged over the batch: ``(h, s)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, scheme: str, rope_base: float = 10000.0,
-                 rope_scaling: dict | None = None):
+    def __init__(
+        self, d_model: int, n_heads: int, scheme: str, rope_base: float = 10000.0, rope_scaling: dict | None = None
+    ):
         super().__init__()
         self.n_heads, self.head_dim, self.scheme = n_heads, d_model // n_heads, scheme
         self.qkv = nn.Linear(d_model, 3 * d_model)
@@ -155,8 +164,16 @@ class TinyLM(nn.Module):
         ``forward(ids)``: ``(b, s)`` -> logits ``(b, s, 256)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, n_layers: int, scheme: str, max_len: int,
-                 rope_base: float = 10000.0, rope_scaling: dict | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_layers: int,
+        scheme: str,
+        max_len: int,
+        rope_base: float = 10000.0,
+        rope_scaling: dict | None = None,
+    ):
         super().__init__()
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
@@ -179,7 +196,7 @@ class TinyLM(nn.Module):
     def attentions(self) -> list[Attention]:
         return [block.attn for block in self.blocks]
 
-    def set_rope(self, rope_scaling: dict | None, logit_scale: float = 1.0) -> "TinyLM":
+    def set_rope(self, rope_scaling: dict | None, logit_scale: float = 1.0) -> TinyLM:
         """Give every layer a RoPE with ``rope_scaling`` and scores times ``logit_scale``; weights unchanged."""
         if self.scheme != "rope":
             raise ValueError(f"set_rope needs a RoPE model, this one uses {self.scheme!r}")
@@ -194,8 +211,9 @@ def build_model(cfg: StudyConfig, name: str) -> TinyLM:
     return TinyLM(cfg.d_model, cfg.n_heads, cfg.n_layers, scheme, cfg.train_len, rope_base=base)
 
 
-def mixed_batch(text: torch.Tensor, cfg: StudyConfig, batch: int, length: int,
-                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def mixed_batch(
+    text: torch.Tensor, cfg: StudyConfig, batch: int, length: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``batch`` sequences of ``length``: text windows, and every ``copy_share``-th one a copy-task sequence."""
     copies = batch // cfg.copy_share
     ids, targets = corpus.text_batch(text, batch - copies, length, generator)
@@ -203,8 +221,17 @@ def mixed_batch(text: torch.Tensor, cfg: StudyConfig, batch: int, length: int,
     return torch.cat((ids, c_ids)), torch.cat((targets, c_targets))
 
 
-def train(model: TinyLM, text: torch.Tensor, cfg: StudyConfig, steps: int, length: int, batch: int,
-          generator: torch.Generator, lr: float, warmup: int) -> list[float]:
+def train(
+    model: TinyLM,
+    text: torch.Tensor,
+    cfg: StudyConfig,
+    steps: int,
+    length: int,
+    batch: int,
+    generator: torch.Generator,
+    lr: float,
+    warmup: int,
+) -> list[float]:
     """AdamW on :func:`mixed_batch` batches; linear warm-up, cosine decay to ``lr / 10``. Returns step losses."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
 
@@ -234,9 +261,12 @@ def token_losses(model: TinyLM, ids: torch.Tensor, targets: torch.Tensor, batch:
     model.eval()
     out = []
     for start in range(0, len(ids), batch):
-        logits = model(ids[start:start + batch])
-        out.append(F.cross_entropy(logits.transpose(1, 2), targets[start:start + batch], ignore_index=IGNORE,
-                                   reduction="none"))
+        logits = model(ids[start : start + batch])
+        out.append(
+            F.cross_entropy(
+                logits.transpose(1, 2), targets[start : start + batch], ignore_index=IGNORE, reduction="none"
+            )
+        )
     return torch.cat(out)
 
 
@@ -288,8 +318,9 @@ def measure(model: TinyLM, valid: torch.Tensor, cfg: StudyConfig, full: bool = T
             continue
         g = torch.Generator().manual_seed(1000 + n)  # the same probes for every model
         out["passkey"].append(accuracy(model, *corpus.passkey_batch(valid, cfg.probe_sequences, n, g)))
-        out["passkey_control"].append(accuracy(model, *corpus.passkey_batch(valid, cfg.probe_sequences, n, g,
-                                                                            control=True)))
+        out["passkey_control"].append(
+            accuracy(model, *corpus.passkey_batch(valid, cfg.probe_sequences, n, g, control=True))
+        )
         if full:
             fixed = (cfg.train_len // 8, cfg.train_len // 2)
             out["copy_fixed"].append(accuracy(model, *corpus.repeat_batch(cfg.probe_sequences, n, g, fixed)))
@@ -312,8 +343,11 @@ def extensions(cfg: StudyConfig) -> dict[str, tuple[dict | None, float, bool]]:
         "ntk": ({"rope_type": "ntk", "factor": s}, 1.0, True),
         "dynamic": ({"rope_type": "dynamic", "factor": 1.0, "original_max_position_embeddings": L}, 1.0, True),
         "yarn": ({"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L}, 1.0, True),
-        "yarn_ramp_only": ({"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L,
-                            "attention_factor": 1.0}, 1.0, False),
+        "yarn_ramp_only": (
+            {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L, "attention_factor": 1.0},
+            1.0,
+            False,
+        ),
         "yarn_temperature_only": (None, temperature, False),
     }
 
@@ -326,10 +360,13 @@ def run_task(cfg: StudyConfig, name: str, seed: int, text: torch.Tensor, valid: 
     data = torch.Generator().manual_seed(seed)
     losses = train(model, text, cfg, cfg.steps, cfg.train_len, cfg.batch_size, data, cfg.lr, cfg.warmup)
     window = max(1, cfg.steps // 50)
-    result = {"model": name, "seed": seed, "parameters": sum(p.numel() for p in model.parameters()),
-              "train_curve": [sum(losses[i:i + window]) / len(losses[i:i + window])
-                              for i in range(0, cfg.steps, window)],
-              **measure(model, valid, cfg)}
+    result = {
+        "model": name,
+        "seed": seed,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "train_curve": [sum(losses[i : i + window]) / len(losses[i : i + window]) for i in range(0, cfg.steps, window)],
+        **measure(model, valid, cfg),
+    }
     if name != f"rope-{cfg.extension_base:g}":
         return result
     result["extension"] = {}
@@ -339,8 +376,17 @@ def run_task(cfg: StudyConfig, name: str, seed: int, text: torch.Tensor, valid: 
         phases = {"zero_shot": measure(extended, valid, cfg, full=False)}
         if finetune:
             tune = torch.Generator().manual_seed(seed + 10_000)
-            train(extended, text, cfg, cfg.finetune_steps, long_len, cfg.batch_size // cfg.extension_factor,
-                  tune, cfg.finetune_lr, warmup=cfg.finetune_steps // 10)
+            train(
+                extended,
+                text,
+                cfg,
+                cfg.finetune_steps,
+                long_len,
+                cfg.batch_size // cfg.extension_factor,
+                tune,
+                cfg.finetune_lr,
+                warmup=cfg.finetune_steps // 10,
+            )
             phases["finetuned"] = measure(extended, valid, cfg, full=False)
         result["extension"][method] = phases
     return result

@@ -20,15 +20,26 @@ from pathlib import Path
 ENV = "COURSE_EMBED_BROWSER"
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 PLACES = (
-    "/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome", "/snap/bin/chromium",
+    "/usr/bin/chromium",
+    "/usr/bin/chromium-browser",
+    "/usr/bin/google-chrome",
+    "/snap/bin/chromium",
     "/Applications/Chromium.app/Contents/MacOS/Chromium",
     "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
     r"C:\Program Files\Google\Chrome\Application\chrome.exe",
     r"C:\Program Files (x86)\Google\Chrome\Application\chrome.exe",
 )
 # Flags for a clean, quiet, offline browser; Playwright adds --headless and a fresh, empty profile.
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+]
 
 
 class BrowserNotFound(RuntimeError):
@@ -40,8 +51,10 @@ def find_browser() -> Path:
     if os.environ.get(ENV):
         path = Path(os.environ[ENV])
         if not path.is_file():
-            raise BrowserNotFound(f"{ENV}={path} is not a file: set it to a Chromium or Chrome binary, e.g. "
-                                  "/usr/bin/chromium or '/Applications/Google Chrome.app/Contents/MacOS/Google Chrome'")
+            raise BrowserNotFound(
+                f"{ENV}={path} is not a file: set it to a Chromium or Chrome binary, e.g. "
+                "/usr/bin/chromium or '/Applications/Google Chrome.app/Contents/MacOS/Google Chrome'"
+            )
         return path
     for name in NAMES:
         if found := shutil.which(name):
@@ -49,9 +62,11 @@ def find_browser() -> Path:
     for place in PLACES:
         if Path(place).is_file():
             return Path(place)
-    raise BrowserNotFound(f"no Chromium or Chrome found (looked for {', '.join(NAMES)} on PATH and in "
-                          f"{', '.join(PLACES)}): install one (Debian/Ubuntu: bash scripts/install.sh; macOS or "
-                          f"Windows: Google Chrome) or set {ENV} to its binary")
+    raise BrowserNotFound(
+        f"no Chromium or Chrome found (looked for {', '.join(NAMES)} on PATH and in "
+        f"{', '.join(PLACES)}): install one (Debian/Ubuntu: bash scripts/install.sh; macOS or "
+        f"Windows: Google Chrome) or set {ENV} to its binary"
+    )
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -30,8 +30,9 @@ def jupyter_book_command(root: Path, path_output: Path | None = None) -> list[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the site (jupyter-book, strict) and the book's PDF.")
-    parser.add_argument("--path-output", type=Path, default=None,
-                        help="folder that receives _build/ (default: the repository root)")
+    parser.add_argument(
+        "--path-output", type=Path, default=None, help="folder that receives _build/ (default: the repository root)"
+    )
     parser.add_argument("--no-pdf", action="store_true", help="build the HTML only")
     args = parser.parse_args(argv)
     code = subprocess.run(jupyter_book_command(ROOT, args.path_output)).returncode

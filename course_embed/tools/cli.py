@@ -1,10 +1,10 @@
 """course-embed: project tasks for maintainers and instructors.
 
-    course-embed execute [NOTEBOOK ...]   execute chapters in place (default: every book/*.ipynb)
-    course-embed exercises [NAME ...]     regenerate student notebooks from exercises/source
-    course-embed grade SUBMISSION ...     grade submissions, each in a sandbox, into a gradebook CSV and feedback
-    course-embed release OUT              copy the course for learners: no solutions, no hidden tests
-    course-embed status [NOTEBOOK ...]    measure chapters on CPU and rewrite book/status.md (default: every chapter)
+course-embed execute [NOTEBOOK ...]   execute chapters in place (default: every book/*.ipynb)
+course-embed exercises [NAME ...]     regenerate student notebooks from exercises/source
+course-embed grade SUBMISSION ...     grade submissions, each in a sandbox, into a gradebook CSV and feedback
+course-embed release OUT              copy the course for learners: no solutions, no hidden tests
+course-embed status [NOTEBOOK ...]    measure chapters on CPU and rewrite book/status.md (default: every chapter)
 """
 
 from __future__ import annotations
@@ -65,11 +65,20 @@ def _grade(args: argparse.Namespace) -> int:
     found = find_submissions(args.submissions)
     for skipped in found.skipped:
         print(f"skipped {skipped}", file=sys.stderr)
-    with tqdm(total=len(found.paths), unit="submission", desc="grading", file=sys.stderr,
-              disable=None) as bar:  # disable=None: no bar when stderr is not a terminal
+    with tqdm(
+        total=len(found.paths), unit="submission", desc="grading", file=sys.stderr, disable=None
+    ) as bar:  # disable=None: no bar when stderr is not a terminal
         try:
-            book = grade_batch(found, args.out, exercise=args.exercise, root=args.root, jobs=args.jobs,
-                               timeout=args.timeout, feedback=args.feedback, on_result=lambda row: bar.update())
+            book = grade_batch(
+                found,
+                args.out,
+                exercise=args.exercise,
+                root=args.root,
+                jobs=args.jobs,
+                timeout=args.timeout,
+                feedback=args.feedback,
+                on_result=lambda row: bar.update(),
+            )
         except (ValueError, SandboxUnavailable) as err:
             print(err, file=sys.stderr)
             return 2
@@ -79,8 +88,11 @@ def _grade(args: argparse.Namespace) -> int:
     print(book.summary())
     print(f"gradebook: {args.out}")
     if not book.rows:
-        print(f"no submissions found in {', '.join(args.submissions)} (a notebook .ipynb or an exported .zip, "
-              f"at any depth)", file=sys.stderr)
+        print(
+            f"no submissions found in {', '.join(args.submissions)} (a notebook .ipynb or an exported .zip, "
+            f"at any depth)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -127,16 +139,24 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--root", default="exercises", help="the exercises folder (default: exercises)")
     ex.set_defaults(func=_exercises)
     gr = sub.add_parser("grade", help="grade submissions, each in a bubblewrap sandbox, into a gradebook CSV")
-    gr.add_argument("submissions", nargs="+",
-                    help="notebooks, exported zips, or folders of them (any depth; one folder per student)")
+    gr.add_argument(
+        "submissions",
+        nargs="+",
+        help="notebooks, exported zips, or folders of them (any depth; one folder per student)",
+    )
     gr.add_argument("--out", default="gradebook.csv", help="gradebook CSV to write (default: gradebook.csv)")
-    gr.add_argument("--feedback", help="folder for each student's results.json and feedback.txt "
-                                       "(default: <out>-feedback next to the gradebook)")
+    gr.add_argument(
+        "--feedback",
+        help="folder for each student's results.json and feedback.txt (default: <out>-feedback next to the gradebook)",
+    )
     gr.add_argument("--exercise", help="exercise name, e.g. 01_token_embedding (default: from the notebooks)")
     gr.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel (default 2)")
     gr.add_argument("--timeout", type=float, default=300, help="seconds allowed per submission (default 300)")
-    gr.add_argument("--root", default="exercises",
-                    help="the instructor's exercises folder, with checks/ and source/ (default: exercises)")
+    gr.add_argument(
+        "--root",
+        default="exercises",
+        help="the instructor's exercises folder, with checks/ and source/ (default: exercises)",
+    )
     gr.set_defaults(func=_grade)
     rel = sub.add_parser("release", help="copy the course for learners without solutions or hidden tests")
     rel.add_argument("out", help="folder to create (must not exist)")

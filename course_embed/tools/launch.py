@@ -32,23 +32,26 @@ def repository(config: Path = ROOT / "_config.yml") -> tuple[str, str]:
 def install_source(url: str, branch: str) -> str:
     """The install cell's code: pip-installs ``git+URL@BRANCH`` unless ``course_embed`` is importable."""
     if not url.startswith("https://"):
-        raise ValueError(f"repository url={url!r} is not an https:// URL; set repository.url in _config.yml to the "
-                         "course's public repository, e.g. https://github.com/OWNER/course_embed")
-    return ("# Opened from the site's Colab button? This installs the course's package (elsewhere it is a no-op).\n"
-            "import importlib.util\n"
-            "import subprocess\n"
-            "import sys\n\n"
-            'if importlib.util.find_spec("course_embed") is None:\n'
-            f'    package = "course_embed @ git+{url}@{branch}"\n'
-            '    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", package])')
+        raise ValueError(
+            f"repository url={url!r} is not an https:// URL; set repository.url in _config.yml to the "
+            "course's public repository, e.g. https://github.com/OWNER/course_embed"
+        )
+    return (
+        "# Opened from the site's Colab button? This installs the course's package (elsewhere it is a no-op).\n"
+        "import importlib.util\n"
+        "import subprocess\n"
+        "import sys\n\n"
+        'if importlib.util.find_spec("course_embed") is None:\n'
+        f'    package = "course_embed @ git+{url}@{branch}"\n'
+        '    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", package])'
+    )
 
 
 def stamp(nb: nbformat.NotebookNode, url: str, branch: str = "main") -> bool:
     """Make ``nb``'s install cell match ``url`` (none when ``url`` is empty); True if ``nb`` changed."""
     kept = [cell for cell in nb.cells if not cell.metadata.get(MARK)]
     if url:
-        cell = nbformat.v4.new_code_cell(install_source(url, branch),
-                                         metadata={MARK: True, "tags": ["remove-cell"]})
+        cell = nbformat.v4.new_code_cell(install_source(url, branch), metadata={MARK: True, "tags": ["remove-cell"]})
         if nb.nbformat_minor >= 5:
             cell["id"] = "course-embed-install"  # fixed, so that re-stamping leaves git diff empty
         else:

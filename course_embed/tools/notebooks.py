@@ -49,8 +49,14 @@ def execute_notebook(path: str | Path, timeout: int = 600, kernel_name: str = "p
     """Execute the notebook at ``path`` in its own directory and write it back; returns wall seconds."""
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, record_timing=False,
-                            store_widget_state=True, resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=kernel_name,
+        record_timing=False,
+        store_widget_state=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start

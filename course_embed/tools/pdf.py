@@ -27,7 +27,8 @@ NOT_PRINTED = {"book/pdf"}
 WAIT_MS = 30_000
 
 # Runs in the page before printing: waits until MathJax has typeset and every image has loaded.
-READY = """async () => {
+READY = (
+    """async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
   const deadline = Date.now() + %d;
   while ([...document.images].some(i => !i.complete) && Date.now() < deadline) {
@@ -35,7 +36,9 @@ READY = """async () => {
   }
   const h1 = document.querySelector('main h1, article h1, h1');
   return h1 ? h1.textContent.replace(/[#¶\\s]+$/, '').trim() : document.title;
-}""" % WAIT_MS
+}"""  # noqa: UP031 (a JavaScript template: format() would need every brace doubled)
+    % WAIT_MS
+)
 
 
 def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
@@ -51,8 +54,11 @@ def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
 
     for part in data.get("parts", [{"chapters": data.get("chapters")}]):
         walk(part.get("chapters"))
-    return [entry.removesuffix(".md").removesuffix(".ipynb") for entry in entries
-            if entry.removesuffix(".md").removesuffix(".ipynb") not in NOT_PRINTED]
+    return [
+        entry.removesuffix(".md").removesuffix(".ipynb")
+        for entry in entries
+        if entry.removesuffix(".md").removesuffix(".ipynb") not in NOT_PRINTED
+    ]
 
 
 def build_pdf(html: Path, pages: list[str] | None = None, out: Path | None = None) -> Path:
@@ -68,8 +74,10 @@ def build_pdf(html: Path, pages: list[str] | None = None, out: Path | None = Non
     out = html / PDF_NAME if out is None else out
     missing = [page for page in pages if not (html / f"{page}.html").is_file()]
     if missing:
-        raise RuntimeError(f"cannot print the book: no {', '.join(f'{p}.html' for p in missing)} in {html}; "
-                           "build the site first (python3 -m course_embed.tools.build)")
+        raise RuntimeError(
+            f"cannot print the book: no {', '.join(f'{p}.html' for p in missing)} in {html}; "
+            "build the site first (python3 -m course_embed.tools.build)"
+        )
     executable = browser.find_browser()
     writer = PdfWriter()
     with browser.serve(html) as site, sync_playwright() as playwright:
@@ -81,8 +89,11 @@ def build_pdf(html: Path, pages: list[str] | None = None, out: Path | None = Non
             page.route("**/*", browser.offline(site, blocked))
             page.goto(f"{site}{path}.html", wait_until="load", timeout=WAIT_MS)
             title = page.evaluate(READY)
-            data = page.pdf(format="A4", print_background=True,
-                            margin={"top": "15mm", "bottom": "15mm", "left": "12mm", "right": "12mm"})
+            data = page.pdf(
+                format="A4",
+                print_background=True,
+                margin={"top": "15mm", "bottom": "15mm", "left": "12mm", "right": "12mm"},
+            )
             page.close()
             if blocked:
                 raise RuntimeError(f"{path}.html loads {blocked[0]} from another host; the PDF is built offline")

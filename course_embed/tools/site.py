@@ -72,24 +72,50 @@ PACKAGES = {
     # MathJax 3, the version Sphinx loads from a CDN by default; the combined TeX + MathML component with the CHTML
     # fonts, the TeX extensions it autoloads, and the accessibility modules its menu loads on demand.
     "mathjax": Package(
-        "mathjax", "3.2.2",
+        "mathjax",
+        "3.2.2",
         "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw==",
-        ("package.json", "LICENSE", "es5/tex-mml-chtml.js", "es5/input", "es5/output/chtml", "es5/a11y", "es5/sre", "es5/ui")),
+        (
+            "package.json",
+            "LICENSE",
+            "es5/tex-mml-chtml.js",
+            "es5/input",
+            "es5/output/chtml",
+            "es5/a11y",
+            "es5/sre",
+            "es5/ui",
+        ),
+    ),
     # The loader that the ipywidgets embedder needs (myst-nb's default setup: require.js + embed-amd.js).
     "requirejs": Package(
-        "requirejs", "2.3.8",
+        "requirejs",
+        "2.3.8",
         "sha512-7/cTSLOdYkNBNJcDMWf+luFvMriVm7eYxp4BcFCsAX0wF421Vyce5SXP17c+Jd5otXKGNehIonFlyQXSowL6Mw==",
-        ("package.json", "require.js")),
+        ("package.json", "require.js"),
+    ),
     # Renders the widget state stored in a notebook (ipywidgets 8 protocol) on a static page; its fonts sit beside it.
     "html-manager": Package(
-        "@jupyter-widgets/html-manager", "1.0.15",
+        "@jupyter-widgets/html-manager",
+        "1.0.15",
         "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA==",
-        ("package.json", "dist/embed.js.LICENSE.txt", "dist/embed-amd.js", "dist/*.woff2", "dist/*.woff", "dist/*.ttf", "dist/*.eot", "dist/*.svg")),
+        (
+            "package.json",
+            "dist/embed.js.LICENSE.txt",
+            "dist/embed-amd.js",
+            "dist/*.woff2",
+            "dist/*.woff",
+            "dist/*.ttf",
+            "dist/*.eot",
+            "dist/*.svg",
+        ),
+    ),
     # The icons of matplotlib's animation controls (to_jshtml links Font Awesome 4 from a CDN).
     "font-awesome": Package(
-        "font-awesome", "4.7.0",
+        "font-awesome",
+        "4.7.0",
         "sha512-U6kGnykA/6bFmg1M/oT9EkFeIYv7JlX3bozwQJWiiLz6L0w3F5vBVPxHlwyX/vtNq1ckcpRKOB9f2Qal/VtFpg==",
-        ("package.json", "README.md", "css", "fonts")),
+        ("package.json", "README.md", "css", "fonts"),
+    ),
 }
 
 MATHJAX_JS = PACKAGES["mathjax"].url("es5/tex-mml-chtml.js")
@@ -97,8 +123,9 @@ WIDGET_JS = (PACKAGES["requirejs"].url("require.js"), PACKAGES["html-manager"].u
 
 # Remote files that notebook outputs link to, and the local copy each is replaced with.
 LOCAL_COPIES = {
-    "https://maxcdn.bootstrapcdn.com/font-awesome/4.4.0/css/font-awesome.min.css":
-        PACKAGES["font-awesome"].url("css/font-awesome.min.css"),
+    "https://maxcdn.bootstrapcdn.com/font-awesome/4.4.0/css/font-awesome.min.css": PACKAGES["font-awesome"].url(
+        "css/font-awesome.min.css"
+    ),
 }
 
 
@@ -136,25 +163,36 @@ def fetch(package: Package, cache: Path | None = None) -> Path:
             return dest
         npm = shutil.which("npm")
         if npm is None:
-            raise AssetError(f"cannot fetch {spec} for the offline site: npm is not installed and {dest} is not "
-                             "cached; install Node.js and npm (Debian: apt-get install npm) and build again")
+            raise AssetError(
+                f"cannot fetch {spec} for the offline site: npm is not installed and {dest} is not "
+                "cached; install Node.js and npm (Debian: apt-get install npm) and build again"
+            )
         with tempfile.TemporaryDirectory(dir=cache) as tmp:
             try:
-                proc = subprocess.run([npm, "pack", spec, "--json", "--prefer-offline", "--pack-destination", tmp],
-                                      cwd=tmp, capture_output=True, text=True, timeout=600)
+                proc = subprocess.run(
+                    [npm, "pack", spec, "--json", "--prefer-offline", "--pack-destination", tmp],
+                    cwd=tmp,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
             except subprocess.TimeoutExpired:
                 proc = None
             if proc is None or proc.returncode != 0:
                 detail = "timed out after 600 s" if proc is None else proc.stderr.strip()[-800:]
-                raise AssetError(f"cannot fetch {spec} from the npm registry ({detail}), and {dest} is not cached. "
-                                 "The site serves MathJax and the widget scripts itself: connect to the npm registry "
-                                 "once (later builds reuse the cache), or set COURSE_EMBED_ASSET_CACHE to a folder "
-                                 f"that holds {package.folder}/")
+                raise AssetError(
+                    f"cannot fetch {spec} from the npm registry ({detail}), and {dest} is not cached. "
+                    "The site serves MathJax and the widget scripts itself: connect to the npm registry "
+                    "once (later builds reuse the cache), or set COURSE_EMBED_ASSET_CACHE to a folder "
+                    f"that holds {package.folder}/"
+                )
             tarball = Path(tmp) / json.loads(proc.stdout)[0]["filename"]
             if (got := _integrity(tarball)) != package.integrity:
-                raise AssetError(f"{spec}: the registry's tarball has integrity {got}, not the pinned "
-                                 f"{package.integrity}; refusing to serve it. Check the package, then update "
-                                 "PACKAGES in course_embed/tools/site.py")
+                raise AssetError(
+                    f"{spec}: the registry's tarball has integrity {got}, not the pinned "
+                    f"{package.integrity}; refusing to serve it. Check the package, then update "
+                    "PACKAGES in course_embed/tools/site.py"
+                )
             unpacked = Path(tmp) / "unpacked"
             with tarfile.open(tarball) as tar:
                 tar.extractall(unpacked, filter="data")
@@ -173,8 +211,10 @@ def copy_package(package: Package, source: Path, outdir: Path) -> list[Path]:
     for pattern in package.files:
         matches = sorted(source.glob(pattern))
         if not matches:
-            raise AssetError(f"{package.name}@{package.version} has no {pattern!r} in {source}; fix PACKAGES in "
-                             "course_embed/tools/site.py")
+            raise AssetError(
+                f"{package.name}@{package.version} has no {pattern!r} in {source}; fix PACKAGES in "
+                "course_embed/tools/site.py"
+            )
         for path in matches:
             dest = target / path.relative_to(source)
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -216,8 +256,9 @@ def _cell_alt(node: nodes.Node) -> str:
 def label_animation(text: str, alt: str) -> str:
     """A matplotlib ``to_jshtml`` animation's HTML with ``alt`` on its frame image and a label on its slider."""
     if alt:
-        text = re.sub(r'<img id="_anim_img(?![^>]*\balt=)', lambda m: f'<img alt="{html.escape(alt)}" id="_anim_img',
-                      text)
+        text = re.sub(
+            r'<img id="_anim_img(?![^>]*\balt=)', lambda m: f'<img alt="{html.escape(alt)}" id="_anim_img', text
+        )
     return re.sub(r'<input id="_anim_slider(?![^>]*aria-label)', '<input aria-label="Frame" id="_anim_slider', text)
 
 
@@ -303,9 +344,11 @@ def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: di
 
 # At a phone's width nothing sticks out of the text column: wide inline math scrolls sideways (the theme cuts it
 # off; display math already scrolls), long inline code and the next/previous chapter titles wrap.
-SITE_CSS = ("span.math { overflow-x: auto; overflow-y: hidden; } span.math > mjx-container { flex-shrink: 0; } "
-            "code.docutils.literal, code.docutils.literal span.pre { white-space: pre-wrap; overflow-wrap: anywhere; } "
-            ".prev-next-area a, .prev-next-info { min-width: 0; } .prev-next-title { overflow-wrap: anywhere; }")
+SITE_CSS = (
+    "span.math { overflow-x: auto; overflow-y: hidden; } span.math > mjx-container { flex-shrink: 0; } "
+    "code.docutils.literal, code.docutils.literal span.pre { white-space: pre-wrap; overflow-wrap: anywhere; } "
+    ".prev-next-area a, .prev-next-info { min-width: 0; } .prev-next-title { overflow-wrap: anywhere; }"
+)
 
 # On pages with widgets: each slider handle is named by its widget's description (axe: aria-input-field-name), and
 # images a widget draws get the alt text of their cell (``data-alt`` on the view's script tag, see _localise_outputs).
@@ -340,10 +383,27 @@ def accessible_page(text: str) -> str:
 class _RemoteLoads(HTMLParser):
     """Collects the URLs of scripts, styles, fonts, images and frames that a page loads from another host."""
 
-    LOADS = {"script": "src", "img": "src", "iframe": "src", "source": "src", "audio": "src", "video": "src",
-             "embed": "src", "object": "data", "link": "href"}
-    LINK_RELS_THAT_LOAD = {"stylesheet", "preload", "modulepreload", "prefetch", "preconnect", "dns-prefetch", "icon",
-                           "manifest"}
+    LOADS = {
+        "script": "src",
+        "img": "src",
+        "iframe": "src",
+        "source": "src",
+        "audio": "src",
+        "video": "src",
+        "embed": "src",
+        "object": "data",
+        "link": "href",
+    }
+    LINK_RELS_THAT_LOAD = {
+        "stylesheet",
+        "preload",
+        "modulepreload",
+        "prefetch",
+        "preconnect",
+        "dns-prefetch",
+        "icon",
+        "manifest",
+    }
 
     def __init__(self):
         super().__init__()
@@ -379,8 +439,12 @@ def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
         if (fixed := accessible_page(text)) != text:
             page.write_text(fixed, encoding="utf-8")
         for load in remote_loads(fixed):
-            logger.warning(f"{relative} loads {load} from another host; the site must work offline: serve it "
-                           "from the site (see course_embed/tools/site.py)", type="course_embed", subtype="offline")
+            logger.warning(
+                f"{relative} loads {load} from another host; the site must work offline: serve it "
+                "from the site (see course_embed/tools/site.py)",
+                type="course_embed",
+                subtype="offline",
+            )
 
 
 def setup(app: Sphinx) -> dict:

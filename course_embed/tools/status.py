@@ -86,10 +86,23 @@ def measure(notebook: str | Path, root: str | Path, timeout: int = 600) -> dict:
     notebook, root = Path(notebook), Path(root)
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "nbval.xml"
-        command = [sys.executable, "-m", "pytest", "-c", str(root / "pyproject.toml"), "--rootdir", str(root),
-                   "-n0", "-q", f"--junitxml={report}", f"--nbval-cell-timeout={timeout}", str(notebook.resolve())]
-        proc = subprocess.run(command, cwd=root, env={**os.environ, "COURSE_EMBED_DEVICE": "cpu"},
-                              capture_output=True, text=True)
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(root / "pyproject.toml"),
+            "--rootdir",
+            str(root),
+            "-n0",
+            "-q",
+            f"--junitxml={report}",
+            f"--nbval-cell-timeout={timeout}",
+            str(notebook.resolve()),
+        ]
+        proc = subprocess.run(
+            command, cwd=root, env={**os.environ, "COURSE_EMBED_DEVICE": "cpu"}, capture_output=True, text=True
+        )
         if not report.is_file():
             raise RuntimeError(f"nbval produced no report for {notebook}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
         summary = summarise_junit(report.read_text())
@@ -98,17 +111,24 @@ def measure(notebook: str | Path, root: str | Path, timeout: int = 600) -> dict:
         "sha256": notebook_sha256(notebook),
         **summary,
         "reproduces": not summary["failed_cells"],
-        "measured": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-        "environment": {"python": platform.python_version(), "torch": torch.__version__.split("+")[0],
-                        "cpus": os.cpu_count(), "platform": f"{platform.system()} {platform.machine()}"},
+        "measured": datetime.datetime.now(datetime.UTC).date().isoformat(),
+        "environment": {
+            "python": platform.python_version(),
+            "torch": torch.__version__.split("+")[0],
+            "cpus": os.cpu_count(),
+            "platform": f"{platform.system()} {platform.machine()}",
+        },
     }
 
 
 def stale_chapters(root: str | Path, records: dict) -> list[str]:
     """Chapters in the table of contents whose record is missing or was measured on a different file."""
     root = Path(root)
-    return [path.as_posix() for path in toc_chapters(root)
-            if records.get(path.as_posix(), {}).get("sha256") != notebook_sha256(root / path)]
+    return [
+        path.as_posix()
+        for path in toc_chapters(root)
+        if records.get(path.as_posix(), {}).get("sha256") != notebook_sha256(root / path)
+    ]
 
 
 def render_page(records: dict) -> str:
@@ -136,8 +156,10 @@ def render_page(records: dict) -> str:
         verdict = "yes" if record["reproduces"] else "**no**: " + ", ".join(record["failed_cells"]) + " differ"
         env = record["environment"]
         where = f"{record['measured']}, Python {env['python']}, torch {env['torch']}, {env['cpus']} CPUs"
-        lines.append(f"| {link} | {record['seconds']:.1f} s | {record['cells']} | {verdict} | {where} | "
-                     f"`{record['sha256'][:12]}` |")
+        lines.append(
+            f"| {link} | {record['seconds']:.1f} s | {record['cells']} | {verdict} | {where} | "
+            f"`{record['sha256'][:12]}` |"
+        )
         total += record["seconds"]
     lines += [
         "",
@@ -158,8 +180,7 @@ def render_page(records: dict) -> str:
     return "\n".join(lines)
 
 
-def update(root: str | Path, notebooks: list[str | Path] | None = None, timeout: int = 600,
-           progress=None) -> dict:
+def update(root: str | Path, notebooks: list[str | Path] | None = None, timeout: int = 600, progress=None) -> dict:
     """Measure ``notebooks`` (default: every chapter in the table of contents), merge them into
     ``root/book/status.json`` (dropping chapters no longer in the table of contents) and rewrite the page.
 
@@ -168,12 +189,17 @@ def update(root: str | Path, notebooks: list[str | Path] | None = None, timeout:
     """
     root = Path(root)
     chapters = [p.as_posix() for p in toc_chapters(root)]
-    wanted = chapters if not notebooks else [Path(os.path.relpath(Path(n).resolve(), root.resolve())).as_posix()
-                                               for n in notebooks]
+    wanted = (
+        chapters
+        if not notebooks
+        else [Path(os.path.relpath(Path(n).resolve(), root.resolve())).as_posix() for n in notebooks]
+    )
     for path in wanted:
         if path not in chapters:
-            raise ValueError(f"notebooks: {path} is not a chapter listed in _toc.yml ({', '.join(chapters)}); "
-                             "only published chapters get a status row")
+            raise ValueError(
+                f"notebooks: {path} is not a chapter listed in _toc.yml ({', '.join(chapters)}); "
+                "only published chapters get a status row"
+            )
     json_path = root / STATUS_JSON
     old = json.loads(json_path.read_text()) if json_path.is_file() else {}
     measured = {}

@@ -47,7 +47,7 @@ def test_corpus_is_this_interpreters_pydoc_topics():
     assert data.decode("utf-8").startswith(topics.topics[sorted(topics.topics)[0]])
     train, valid = corpus.split(data)
     assert len(train) + len(valid) == len(data) and len(valid) == len(data) - int(len(data) * 0.9)
-    assert bytes(valid[:100].tolist()) == data[len(train):len(train) + 100]
+    assert bytes(valid[:100].tolist()) == data[len(train) : len(train) + 100]
 
 
 def test_text_batches_and_eval_windows_predict_the_next_byte(gen):
@@ -66,7 +66,7 @@ def test_repeat_batch_repeats_a_block_of_distinct_bytes(gen, periods):
     ids, targets = corpus.repeat_batch(60, 128, gen, periods)
     low, high = periods or (16, 64)
     seen = set()
-    for row, target in zip(ids.tolist(), targets.tolist()):
+    for row, target in zip(ids.tolist(), targets.tolist(), strict=False):
         period = next(p for p in range(1, 129) if all(row[t] == row[t - p] for t in range(p, 128)))
         assert low <= period <= high and len(set(row[:period])) == period
         seen.add(period)
@@ -82,13 +82,13 @@ def test_passkey_batch_scores_only_the_repeated_key(gen, control):
     text = torch.full((500,), ord("x"))
     ids, targets = corpus.passkey_batch(text, 16, 96, gen, control=control)
     assert ids.shape == targets.shape == (16, 96)
-    for row, target in zip(ids.tolist(), targets.tolist()):
+    for row, target in zip(ids.tolist(), targets.tolist(), strict=False):
         line = bytes(row).decode()
-        assert line.startswith("pass key: ") and line[-KEY_DIGITS + 1 - 11:-KEY_DIGITS + 1] == "\npass key: "
+        assert line.startswith("pass key: ") and line[-KEY_DIGITS + 1 - 11 : -KEY_DIGITS + 1] == "\npass key: "
         first = line[10:15]
         scored = "".join(chr(t) for t in target if t != IGNORE)
-        assert len(scored) == KEY_DIGITS and scored[:-1] == line[-KEY_DIGITS + 1:]
-        assert all(a != b for a, b in zip(first, scored)) if control else first == scored
+        assert len(scored) == KEY_DIGITS and scored[:-1] == line[-KEY_DIGITS + 1 :]
+        assert all(a != b for a, b in zip(first, scored, strict=False)) if control else first == scored
         assert target.index(next(t for t in target if t != IGNORE)) == 96 - KEY_DIGITS
 
 
@@ -168,8 +168,12 @@ def test_script_quick_run_end_to_end(tmp_path):
     """The reduced version of the script that produced the shipped results, run as a reader would run it; one
     task recomputed in this process gives the same numbers (each task is seeded on its own)."""
     out = tmp_path / "quick.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--no-progress",
-                           "--jobs", "2"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--no-progress", "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["generated_by"] == "python3 scripts/extrapolation.py --quick"

@@ -6,10 +6,15 @@ import pytest
 
 from course_embed.tools import browser, site
 
+from .grading_cases import built_exercises  # noqa: F401 (a session fixture, shared by the grading and exercise tests)
+
 # axe-core, the accessibility engine, run on every page; fetched with npm and cached like the site's own packages.
-AXE = site.Package("axe-core", "4.14.1",
-                   "sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ==",
-                   ("package.json", "axe.min.js"))
+AXE = site.Package(
+    "axe-core",
+    "4.14.1",
+    "sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ==",
+    ("package.json", "axe.min.js"),
+)
 
 
 @pytest.fixture(scope="module")

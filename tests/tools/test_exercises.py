@@ -11,12 +11,17 @@ import yaml
 from course_embed.tools.cli import main
 from course_embed.tools.grading import load_suite
 
-from .grading_cases import EXERCISES, NAMES, ROOT, built_exercises  # noqa: F401
+from .grading_cases import EXERCISES, NAMES, ROOT
 
 #: Each exercise's measurement question and the function that measures (graded by running it).
-MEASUREMENTS = {"01_token_embedding": ("q3", "mean_row_norm"), "02_scaling": ("q3", "measured_ratio"),
-                "03_sinusoidal": ("q3", "first_rise"), "04_fusion": ("q4", "mean_abs_cos"),
-                "05_rope_alibi": ("q3", "recent_weight"), "06_optimization": ("q3", "sparse_fraction")}
+MEASUREMENTS = {
+    "01_token_embedding": ("q3", "mean_row_norm"),
+    "02_scaling": ("q3", "measured_ratio"),
+    "03_sinusoidal": ("q3", "first_rise"),
+    "04_fusion": ("q4", "mean_abs_cos"),
+    "05_rope_alibi": ("q3", "recent_weight"),
+    "06_optimization": ("q3", "sparse_fraction"),
+}
 
 
 def test_every_source_has_its_student_notebook_and_no_other():
@@ -29,8 +34,9 @@ def test_every_source_has_its_student_notebook_and_no_other():
 @pytest.mark.parametrize("name", NAMES)
 def test_committed_student_notebook_is_not_stale(built_exercises, name):
     committed = (ROOT / "exercises" / f"{name}.ipynb").read_bytes()
-    assert committed == built_exercises[name].student.read_bytes(), \
+    assert committed == built_exercises[name].student.read_bytes(), (
         f"exercises/{name}.ipynb is stale: run course-embed exercises {name}"
+    )
 
 
 def test_staleness_check_fails_on_an_edited_source(tmp_path, capsys):
@@ -73,8 +79,11 @@ def test_measurement_questions_ask_for_the_code_that_measures(built_exercises, n
     suite = load_suite(ROOT / "exercises", name)
     assert {t.answers for t in suite.tests if t.question == question} == {(function,)}
     student = nbformat.read(built_exercises[name].student, as_version=4)
-    prompt = next(c.source for c in student.cells if c.cell_type == "markdown"
-                  and c.source.startswith(f"**Question {question[1:]} ("))
+    prompt = next(
+        c.source
+        for c in student.cells
+        if c.cell_type == "markdown" and c.source.startswith(f"**Question {question[1:]} (")
+    )
     assert re.search(rf"Write\s+`{function}\(", prompt) and "as code" in prompt
     assert "digest" not in built_exercises[name].student.read_text()
 
@@ -83,8 +92,15 @@ def test_site_page_lists_every_exercise_and_the_book_does_not_run_them():
     page = (ROOT / "book" / "exercises.md").read_text()
     for name in NAMES:
         assert f"exercises/{name}.ipynb" in page, f"book/exercises.md does not list {name}"
-    for needle in ('grader.check("q1")', "course-embed grade", "course-embed release", "grader.export",
-                   "jupyter lab", "exercises/source", "sandbox"):
+    for needle in (
+        'grader.check("q1")',
+        "course-embed grade",
+        "course-embed release",
+        "grader.export",
+        "jupyter lab",
+        "exercises/source",
+        "sandbox",
+    ):
         assert needle in page
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]

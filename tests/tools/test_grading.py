@@ -33,10 +33,10 @@ from course_embed.tools.grading.gradebook import Gradebook, GradeRow, find_submi
 from course_embed.tools.grading.release import make_release
 from course_embed.tools.grading.submission import plan, read_submission
 
-from .grading_cases import ALIASES, NAMES, ROOT, built_exercises, solution_answers, with_answers  # noqa: F401
+from .grading_cases import ALIASES, NAMES, ROOT, solution_answers, with_answers
 from .grading_cases.cheats import SURVIVOR_TOKEN, build_batch, loop_notebook
 
-SPEC = '''
+SPEC = """
 import torch
 from course_embed.tools.grading.probe import run, test
 
@@ -46,7 +46,7 @@ def doubles(f):
     out = got[0].tensor("f(x)", shape=(2,), dtype=torch.float32)
     assert torch.equal(out, torch.tensor([2.0, 4.0])), "f must double SECRET_EXPECTATION"
     got[1].raises("f('bad')", TypeError)
-'''
+"""
 
 
 def _spec(tmp_path):
@@ -142,18 +142,30 @@ def test_grader_check_runs_the_public_tests_in_the_kernel_and_warns_about_the_re
 
 
 def test_plan_runs_learner_cells_and_checkpoints_at_each_check():
-    nb = new_notebook(cells=[new_code_cell("# Initialize Otter\nimport otter\ngrader = otter.Notebook('x.ipynb')"),
-                             new_code_cell("def f():\n    return 1", metadata={"tags": ["otter_answer_cell"]}),
-                             new_code_cell('grader.check("q1")'), new_code_cell("x = f()"),
-                             new_code_cell("grader.check_all()")])
+    nb = new_notebook(
+        cells=[
+            new_code_cell("# Initialize Otter\nimport otter\ngrader = otter.Notebook('x.ipynb')"),
+            new_code_cell("def f():\n    return 1", metadata={"tags": ["otter_answer_cell"]}),
+            new_code_cell('grader.check("q1")'),
+            new_code_cell("x = f()"),
+            new_code_cell("grader.check_all()"),
+        ]
+    )
     steps = plan(json.loads(nbformat.writes(nb)))
-    assert steps == [{"source": "def f():\n    return 1", "label": "q1's answer cell"}, {"checkpoint": "q1"},
-                     {"source": "x = f()", "label": "the cell `x = f()`"}]
+    assert steps == [
+        {"source": "def f():\n    return 1", "label": "q1's answer cell"},
+        {"checkpoint": "q1"},
+        {"source": "x = f()", "label": "the cell `x = f()`"},
+    ]
 
 
 def test_read_submission_says_what_is_wrong(tmp_path):
-    cases = {"truncated.ipynb": b'{"cells": [', "binary.ipynb": b"\xff\xfe\x00", "list.ipynb": b"[1, 2]",
-             "notes.zip": b"not a zip"}
+    cases = {
+        "truncated.ipynb": b'{"cells": [',
+        "binary.ipynb": b"\xff\xfe\x00",
+        "list.ipynb": b"[1, 2]",
+        "notes.zip": b"not a zip",
+    }
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
     assert read_submission(tmp_path / "truncated.ipynb")[1].startswith("not a notebook: invalid JSON")
@@ -167,15 +179,25 @@ def test_read_submission_says_what_is_wrong(tmp_path):
 
 
 def test_submissions_are_found_per_student_at_any_depth_and_the_latest_wins(tmp_path):
-    files = ["alice/03.ipynb", "groups/week3/bob/03.ipynb", "top.ipynb", "carol/03_sinusoidal.ipynb",
-             "carol/03_sinusoidal_2099_01_01T00_00_00_000000.zip", "notes.txt", "alice/.ipynb_checkpoints/03.ipynb"]
+    files = [
+        "alice/03.ipynb",
+        "groups/week3/bob/03.ipynb",
+        "top.ipynb",
+        "carol/03_sinusoidal.ipynb",
+        "carol/03_sinusoidal_2099_01_01T00_00_00_000000.zip",
+        "notes.txt",
+        "alice/.ipynb_checkpoints/03.ipynb",
+    ]
     for name in files:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}")
     found = find_submissions([tmp_path])
     assert {found.students[p]: str(p.relative_to(tmp_path)) for p in found.paths} == {
-        "alice": "alice/03.ipynb", "groups/week3/bob": "groups/week3/bob/03.ipynb", "top": "top.ipynb",
-        "carol": "carol/03_sinusoidal_2099_01_01T00_00_00_000000.zip"}
+        "alice": "alice/03.ipynb",
+        "groups/week3/bob": "groups/week3/bob/03.ipynb",
+        "top": "top.ipynb",
+        "carol": "carol/03_sinusoidal_2099_01_01T00_00_00_000000.zip",
+    }
     skipped = "\n".join(found.skipped)
     assert "notes.txt: not a notebook" in skipped and ".ipynb_checkpoints" in skipped
     assert "carol/03_sinusoidal.ipynb: carol handed in a later file" in skipped
@@ -185,14 +207,29 @@ def test_gradebook_is_written_atomically_and_readable_by_others(tmp_path, monkey
     import importlib
 
     assign = importlib.import_module("course_embed.tools.grading.assign")
-    book = Gradebook("01_x", [Question("q1", 2.0, ("f",)), Question("q2", 1.5, ("g",))],
-                     [GradeRow("ann", "a.ipynb", "01_x", {"q1": 2.0, "q2": 0.5}, "", "2026-01-01T00:00:00Z", "t1"),
-                      GradeRow("ben", "b.ipynb", "01_x", {"q1": 0.0, "q2": 0.0}, 'q1: "quoted"')])
+    book = Gradebook(
+        "01_x",
+        [Question("q1", 2.0, ("f",)), Question("q2", 1.5, ("g",))],
+        [
+            GradeRow("ann", "a.ipynb", "01_x", {"q1": 2.0, "q2": 0.5}, "", "2026-01-01T00:00:00Z", "t1"),
+            GradeRow("ben", "b.ipynb", "01_x", {"q1": 0.0, "q2": 0.0}, 'q1: "quoted"'),
+        ],
+    )
     out = tmp_path / "gradebook.csv"
     book.write(out)
     rows = list(csv.reader(out.open()))
-    assert rows[0] == ["student", "submission", "submitted", "graded_at", "exercise", "q1", "q2", "total",
-                       "possible", "error"]
+    assert rows[0] == [
+        "student",
+        "submission",
+        "submitted",
+        "graded_at",
+        "exercise",
+        "q1",
+        "q2",
+        "total",
+        "possible",
+        "error",
+    ]
     assert rows[1] == ["ann", "a.ipynb", "2026-01-01T00:00:00Z", "t1", "01_x", "2", "0.5", "2.5", "3.5", ""]
     assert rows[2][-1] == 'q1: "quoted"' and oct(out.stat().st_mode & 0o777) == "0o644"
     before = out.read_bytes()
@@ -209,7 +246,8 @@ def test_results_json_follows_gradescope():
     assert data["score"] == 1.0 and data["execution_time"] == 3.2 and "RuntimeError" in data["output"]
     assert data["tests"] == [
         {"name": "q1 t1", "score": 1.0, "max_score": 1.0, "output": "passed", "visibility": "visible"},
-        {"name": "q1 t2", "score": 0.0, "max_score": 2.0, "output": "wrong", "visibility": "after_published"}]
+        {"name": "q1 t2", "score": 0.0, "max_score": 2.0, "output": "wrong", "visibility": "after_published"},
+    ]
 
 
 def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tmp_path, monkeypatch):
@@ -246,8 +284,18 @@ def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tm
 def test_an_empty_batch_exits_non_zero_with_an_empty_gradebook(tmp_path, capsys):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "notes.txt").write_text("x")
-    code = main(["grade", str(tmp_path / "in"), "--out", str(tmp_path / "gb.csv"), "--exercise", "03_sinusoidal",
-                 "--root", str(ROOT / "exercises")])
+    code = main(
+        [
+            "grade",
+            str(tmp_path / "in"),
+            "--out",
+            str(tmp_path / "gb.csv"),
+            "--exercise",
+            "03_sinusoidal",
+            "--root",
+            str(ROOT / "exercises"),
+        ]
+    )
     assert code == 1
     assert list(csv.reader((tmp_path / "gb.csv").open()))[1:] == []
     err = capsys.readouterr().err
@@ -292,16 +340,25 @@ def graded(built_exercises, tmp_path_factory):
         folder = tmp_path_factory.mktemp(name)
         student = nbformat.read(built.student, as_version=4)
         answers = solution_answers(built)
-        notebooks = {"solution": with_answers(student, dict(enumerate(answers))), "untouched": student,
-                     "partial": with_answers(student, {k: ALIASES[name].get(k, a) for k, a in enumerate(answers)})}
+        notebooks = {
+            "solution": with_answers(student, dict(enumerate(answers))),
+            "untouched": student,
+            "partial": with_answers(student, {k: ALIASES[name].get(k, a) for k, a in enumerate(answers)}),
+        }
         for kind, nb in notebooks.items():
             nbformat.write(nb, folder / f"{kind}.ipynb")
-        book = batch.grade_batch([folder / f"{k}.ipynb" for k in notebooks], folder / "gradebook.csv",
-                                 exercise=name, root=ROOT / "exercises", jobs=1, timeout=240)
+        book = batch.grade_batch(
+            [folder / f"{k}.ipynb" for k in notebooks],
+            folder / "gradebook.csv",
+            exercise=name,
+            root=ROOT / "exercises",
+            jobs=1,
+            timeout=240,
+        )
         return {row.student: row for row in book.rows}, book
 
     with ThreadPoolExecutor(2) as pool:
-        return dict(zip(NAMES, pool.map(grade, NAMES)))
+        return dict(zip(NAMES, pool.map(grade, NAMES), strict=False))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -338,13 +395,30 @@ def cheat_batch(built_exercises, tmp_path_factory):
     nbformat.write(loop_notebook(student, solution), folder / "loop" / "03_sinusoidal.ipynb")
     before = _grade_dirs()
     with ThreadPoolExecutor(1) as pool:
-        looping = pool.submit(batch.grade_batch, [folder / "loop"], folder / "loop.csv", exercise="03_sinusoidal",
-                              root=ROOT / "exercises", jobs=1, timeout=60)
-        code = main(["grade", str(folder / "batch"), "--out", str(out), "--root", str(ROOT / "exercises"),
-                     "--timeout", "240"])
+        looping = pool.submit(
+            batch.grade_batch,
+            [folder / "loop"],
+            folder / "loop.csv",
+            exercise="03_sinusoidal",
+            root=ROOT / "exercises",
+            jobs=1,
+            timeout=60,
+        )
+        code = main(
+            ["grade", str(folder / "batch"), "--out", str(out), "--root", str(ROOT / "exercises"), "--timeout", "240"]
+        )
         loop_book = looping.result()
-    return {"code": code, "cases": cases, "out": out, "folder": folder, "before": before, "after": _grade_dirs(),
-            "ended": time.monotonic(), "bytes": out.read_bytes(), "loop": loop_book.rows[0]}
+    return {
+        "code": code,
+        "cases": cases,
+        "out": out,
+        "folder": folder,
+        "before": before,
+        "after": _grade_dirs(),
+        "ended": time.monotonic(),
+        "bytes": out.read_bytes(),
+        "loop": loop_book.rows[0],
+    }
 
 
 def test_every_cheat_and_broken_submission_scores_only_what_it_answered(cheat_batch):

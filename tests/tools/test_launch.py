@@ -44,7 +44,7 @@ def test_a_url_that_is_not_https_is_refused():
 
 def test_repository_reads_the_one_url_in_config(tmp_path):
     config = tmp_path / "_config.yml"
-    config.write_text("repository:\n  url: \"\"\n  branch: main\n")
+    config.write_text('repository:\n  url: ""\n  branch: main\n')
     assert launch.repository(config) == ("", "main")
     config.write_text(f"repository:\n  url: {URL}/\n  branch: dev\n")
     assert launch.repository(config) == (URL, "dev")

@@ -28,11 +28,13 @@ def toc_files() -> list[str]:
 
 
 def test_reexecution_leaves_the_file_unchanged(tmp_path):
-    nb = new_notebook(cells=[
-        new_code_cell("import sys, time\nfor i in range(5):\n    print(i, flush=True)\n    time.sleep(0.05)"),
-        new_code_cell("import ipywidgets as w\nw.IntSlider(value=3)"),
-        new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()"),
-    ])
+    nb = new_notebook(
+        cells=[
+            new_code_cell("import sys, time\nfor i in range(5):\n    print(i, flush=True)\n    time.sleep(0.05)"),
+            new_code_cell("import ipywidgets as w\nw.IntSlider(value=3)"),
+            new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()"),
+        ]
+    )
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = tmp_path / "demo.ipynb"
     nbformat.write(nb, path)
@@ -51,24 +53,60 @@ def test_reexecution_leaves_the_file_unchanged(tmp_path):
 
 def test_stable_widget_ids_renames_every_occurrence():
     old = "a" * 32
-    nb = nbformat.from_dict({"metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {
-        "state": {old: {"state": {}}}}}}, "cells": [{"cell_type": "code", "source": "", "metadata": {},
-        "outputs": [{"output_type": "display_data", "metadata": {},
-                     "data": {"application/vnd.jupyter.widget-view+json": {"model_id": old}}}]}],
-        "nbformat": 4, "nbformat_minor": 5})
+    nb = nbformat.from_dict(
+        {
+            "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": {old: {"state": {}}}}}},
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "source": "",
+                    "metadata": {},
+                    "outputs": [
+                        {
+                            "output_type": "display_data",
+                            "metadata": {},
+                            "data": {"application/vnd.jupyter.widget-view+json": {"model_id": old}},
+                        }
+                    ],
+                }
+            ],
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
     renamed = json.dumps(stable_widget_ids(nb, "demo"))
     assert old not in renamed
-    assert renamed.count(json.loads(renamed)["cells"][0]["outputs"][0]["data"][
-        "application/vnd.jupyter.widget-view+json"]["model_id"]) == 2
+    assert (
+        renamed.count(
+            json.loads(renamed)["cells"][0]["outputs"][0]["data"]["application/vnd.jupyter.widget-view+json"][
+                "model_id"
+            ]
+        )
+        == 2
+    )
 
 
 def test_coalesce_keeps_stdout_and_stderr_apart():
-    nb = nbformat.from_dict({"metadata": {}, "nbformat": 4, "nbformat_minor": 5, "cells": [
-        {"cell_type": "code", "source": "", "metadata": {}, "outputs": [
-            {"output_type": "stream", "name": "stdout", "text": "a"},
-            {"output_type": "stream", "name": "stdout", "text": "b"},
-            {"output_type": "stream", "name": "stderr", "text": "c"},
-            {"output_type": "stream", "name": "stdout", "text": "d"}]}]})
+    nb = nbformat.from_dict(
+        {
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "source": "",
+                    "metadata": {},
+                    "outputs": [
+                        {"output_type": "stream", "name": "stdout", "text": "a"},
+                        {"output_type": "stream", "name": "stdout", "text": "b"},
+                        {"output_type": "stream", "name": "stderr", "text": "c"},
+                        {"output_type": "stream", "name": "stdout", "text": "d"},
+                    ],
+                }
+            ],
+        }
+    )
     outs = coalesce_streams(nb).cells[0].outputs
     assert [(o.name, o.text) for o in outs] == [("stdout", "ab"), ("stderr", "c"), ("stdout", "d")]
 

@@ -38,7 +38,8 @@ PHONE = {"width": 390, "height": 844}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 # Runs in the page once it has loaded: waits for MathJax and the widget embedder, then reports what it sees.
-INSPECT = """async () => {
+INSPECT = (
+    """async () => {
   const deadline = Date.now() + %d;
   const until = async (ok) => { while (!ok() && Date.now() < deadline) await new Promise(r => setTimeout(r, 50)); };
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
@@ -71,7 +72,9 @@ INSPECT = """async () => {
     animations: document.querySelectorAll('div.animation').length,
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
   };
-}""" % WAIT_MS
+}"""  # noqa: UP031 (a JavaScript template: format() would need every brace doubled)
+    % WAIT_MS
+)
 
 # Steps every matplotlib to_jshtml animation on the page: a click on "Next frame", the slider to its last frame,
 # then "First frame" and "Play": after 1.5 s it must have moved on.
@@ -188,8 +191,11 @@ def broken_links(html_root: Path, base: str, links: list[str]) -> list[str]:
 @pytest.fixture(scope="module")
 def reports(built_site, site_url, chromium, axe_js) -> dict[str, PageReport]:
     """Open every HTML page of the site once, offline; check and screenshot it at desktop and phone widths."""
-    pages = sorted(p.relative_to(built_site.html).as_posix() for p in built_site.html.rglob("*.html")
-                   if p.relative_to(built_site.html).parts[0] not in {"_static", "_sources", "_vendor"})
+    pages = sorted(
+        p.relative_to(built_site.html).as_posix()
+        for p in built_site.html.rglob("*.html")
+        if p.relative_to(built_site.html).parts[0] not in {"_static", "_sources", "_vendor"}
+    )
     (SCREENSHOTS / "phone").mkdir(parents=True, exist_ok=True)  # overwritten page by page: runs share the folder
     results = {}
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
@@ -199,12 +205,16 @@ def reports(built_site, site_url, chromium, axe_js) -> dict[str, PageReport]:
 
         page = context.new_page()
         page.route("**/*", browser.offline(site_url, report.remote_requests))
-        page.on("console", lambda m, r=report: m.type == "error" and r.console_errors.append(
-            f"{m.text} ({m.location.get('url', '')}:{m.location.get('lineNumber', '')})"))
+        page.on(
+            "console",
+            lambda m, r=report: m.type == "error"
+            and r.console_errors.append(f"{m.text} ({m.location.get('url', '')}:{m.location.get('lineNumber', '')})"),
+        )
         page.on("pageerror", lambda e, r=report: r.console_errors.append(f"uncaught: {e}"))
         page.on("requestfailed", lambda q, r=report: r.failed_requests.append(f"{q.url}: {q.failure}"))
-        page.on("response", lambda s, r=report: s.status >= 400 and r.failed_requests.append(
-            f"{s.url}: HTTP {s.status}"))
+        page.on(
+            "response", lambda s, r=report: s.status >= 400 and r.failed_requests.append(f"{s.url}: HTTP {s.status}")
+        )
         page.goto(site_url + path, wait_until="load", timeout=WAIT_MS)
         if 'http-equiv="refresh"' in (built_site.html / path).read_text(encoding="utf-8").lower():  # index
             page.wait_for_url(lambda url, path=path: url != site_url + path, timeout=WAIT_MS)
@@ -236,13 +246,15 @@ def _stored(kind: str) -> dict[str, int]:
     for entry in toc_files():
         notebook = ROOT / f"{entry}.ipynb"
         if notebook.exists():
-            outputs = [o for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code"
-                       for o in c.outputs]
+            outputs = [
+                o for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code" for o in c.outputs
+            ]
             if kind == "widgets":
                 counts[f"{entry}.html"] = sum(WIDGET_VIEW in o.get("data", {}) for o in outputs)
             else:
-                counts[f"{entry}.html"] = sum('<div class="animation">' in o.get("data", {}).get("text/html", "")
-                                              for o in outputs)
+                counts[f"{entry}.html"] = sum(
+                    '<div class="animation">' in o.get("data", {}).get("text/html", "") for o in outputs
+                )
     return counts
 
 
@@ -295,8 +307,13 @@ def test_animations_step_with_their_controls(reports):
         for anim in report.animations:
             expected_next = {"value": 1, "changed": True}
             expected_slide = {"value": anim["frames"] - 1, "changed": True, "ok": True}
-            if not (anim["first_ok"] and anim["frames"] > 1 and anim.get("after_next") == expected_next
-                    and anim.get("after_slide") == expected_slide and anim.get("plays")):
+            if not (
+                anim["first_ok"]
+                and anim["frames"] > 1
+                and anim.get("after_next") == expected_next
+                and anim.get("after_slide") == expected_slide
+                and anim.get("plays")
+            ):
                 found.append(anim)
         return found
 
@@ -329,13 +346,16 @@ def test_axe_runs_and_would_report_a_violation(site_url, chromium, axe_js):
     page = chromium.new_page()
     page.route("**/*", browser.offline(site_url, []))
     page.goto(site_url + "book/intro.html", wait_until="load", timeout=WAIT_MS)
-    page.evaluate("() => { const i = document.createElement('img'); i.src = 'x.png'; "
-                  "document.querySelector('main').appendChild(i); }")
+    page.evaluate(
+        "() => { const i = document.createElement('img'); i.src = 'x.png'; "
+        "document.querySelector('main').appendChild(i); }"
+    )
     page.add_script_tag(path=str(axe_js))
     violations = page.evaluate(AXE_RUN)
     page.close()
-    assert {"id": "image-alt", "impact": "critical"}.items() <= next(v for v in violations
-                                                                     if v["id"] == "image-alt").items()
+    assert {"id": "image-alt", "impact": "critical"}.items() <= next(
+        v for v in violations if v["id"] == "image-alt"
+    ).items()
 
 
 def test_nothing_overflows_the_content_column_at_a_phone_width(reports):

@@ -1,4 +1,5 @@
-"""course_embed.tools.site: packages fetched with npm, verified, cached, copied; the built site loads nothing from elsewhere."""
+"""course_embed.tools.site: packages fetched with npm, verified, cached, copied; the built site loads nothing from
+elsewhere."""
 
 import base64
 import hashlib
@@ -45,7 +46,8 @@ def fake_npm(tmp_path, monkeypatch):
     bin_dir.mkdir()
     tarball = tmp_path / "served.tgz"
     script = bin_dir / "npm"
-    script.write_text(textwrap.dedent(f"""\
+    script.write_text(
+        textwrap.dedent(f"""\
         #!{sys.executable}
         import json, pathlib, shutil, sys
         args = sys.argv[1:]
@@ -57,7 +59,8 @@ def fake_npm(tmp_path, monkeypatch):
         dest = pathlib.Path(args[args.index("--pack-destination") + 1])
         shutil.copy(served, dest / "demo-1.0.0.tgz")
         print(json.dumps([{{"filename": "demo-1.0.0.tgz"}}]))
-        """))
+        """)
+    )
     script.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
 
@@ -93,8 +96,11 @@ def test_fetch_unpacks_once_then_reuses_the_cache(tmp_path, fake_npm):
 def test_fetch_without_registry_or_cache_says_how_to_fix_it(tmp_path, fake_npm):
     serve, _ = fake_npm
     serve(None)
-    with pytest.raises(AssetError, match=r"cannot fetch @scope/demo@1\.0\.0 from the npm registry.*ENOTFOUND.*"
-                                         r"COURSE_EMBED_ASSET_CACHE"):
+    with pytest.raises(
+        AssetError,
+        match=r"cannot fetch @scope/demo@1\.0\.0 from the npm registry.*ENOTFOUND.*"
+        r"COURSE_EMBED_ASSET_CACHE",
+    ):
         fetch(_package(b"x"), tmp_path / "cache")
     assert not (tmp_path / "cache" / "scope-demo-1.0.0").exists()
 
@@ -122,8 +128,13 @@ def test_copy_package_copies_the_named_files_and_folders(tmp_path):
     package = Package("demo", "2.0.0", "sha512-unused", ("package.json", "dist/embed.js", "dist/*.woff", "css"))
     copy_package(package, source, tmp_path / "out")
     copied = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file())
-    assert copied == ["_vendor/demo-2.0.0/css/x.css", "_vendor/demo-2.0.0/dist/a.woff", "_vendor/demo-2.0.0/dist/b.woff",
-                      "_vendor/demo-2.0.0/dist/embed.js", "_vendor/demo-2.0.0/package.json"]
+    assert copied == [
+        "_vendor/demo-2.0.0/css/x.css",
+        "_vendor/demo-2.0.0/dist/a.woff",
+        "_vendor/demo-2.0.0/dist/b.woff",
+        "_vendor/demo-2.0.0/dist/embed.js",
+        "_vendor/demo-2.0.0/package.json",
+    ]
     with pytest.raises(AssetError, match="has no 'lib/missing.js'"):
         copy_package(Package("demo", "2.0.0", "sha512-unused", ("lib/missing.js",)), source, tmp_path / "out")
 
@@ -135,9 +146,13 @@ def test_remote_loads_lists_what_a_page_loads_from_other_hosts():
       <link rel="preconnect" href="https://fonts.example.com"><link rel="stylesheet" href="../_static/a.css">
       </head><body><a href="https://arxiv.org/abs/1706.03762">paper</a><img src="http://example.org/x.png">
       <img src="data:image/png;base64,AAAA"><iframe src="https://example.org/embed"></iframe></body></html>"""
-    assert remote_loads(page) == ["<script> https://cdn.example.org/mathjax.js", "<link> //fonts.example.com/css",
-                                  "<link> https://fonts.example.com", "<img> http://example.org/x.png",
-                                  "<iframe> https://example.org/embed"]
+    assert remote_loads(page) == [
+        "<script> https://cdn.example.org/mathjax.js",
+        "<link> //fonts.example.com/css",
+        "<link> https://fonts.example.com",
+        "<img> http://example.org/x.png",
+        "<iframe> https://example.org/embed",
+    ]
 
 
 def test_pinned_packages_name_real_npm_integrity_hashes():
@@ -175,9 +190,11 @@ def test_every_chapter_has_a_download_button(built_site):
 
 # What a link that was never filled in looks like: reserved example domains, template words, the old placeholder
 # repository of this course and the one Jupyter Book falls back to.
-PLACEHOLDER = re.compile(r"//(www\.)?example\.(com|org|net)\b|placeholder|your[-_]?(org|name|user|repo)|"
-                         r"course-embed/course_embed|executablebooks/jupyter-book|(?-i:\b(OWNER|USERNAME|TODO|XXX)\b)",
-                         re.IGNORECASE)
+PLACEHOLDER = re.compile(
+    r"//(www\.)?example\.(com|org|net)\b|placeholder|your[-_]?(org|name|user|repo)|"
+    r"course-embed/course_embed|executablebooks/jupyter-book|(?-i:\b(OWNER|USERNAME|TODO|XXX)\b)",
+    re.IGNORECASE,
+)
 # Where launch and repository buttons point: each must name the configured repository.
 LAUNCH_HOSTS = ("mybinder.org", "colab.research.google.com", "deepnote.com", "github.com", "gitlab.com")
 
@@ -202,9 +219,19 @@ def placeholder_links(links: dict[str, list[str]], repository_url: str) -> dict[
         bad = [h for h in hrefs if PLACEHOLDER.search(h)]
         for href in hrefs:
             host = re.match(r"https?://([^/]+)", href)
-            launch = host and host.group(1).removeprefix("www.") in LAUNCH_HOSTS and (
-                "mybinder" in href or "colab" in href or "deepnote" in href or "/blob/" in href or "/edit/" in href
-                or "/issues" in href or href.rstrip("/") == f"https://{host.group(1)}/{org_repo}")
+            launch = (
+                host
+                and host.group(1).removeprefix("www.") in LAUNCH_HOSTS
+                and (
+                    "mybinder" in href
+                    or "colab" in href
+                    or "deepnote" in href
+                    or "/blob/" in href
+                    or "/edit/" in href
+                    or "/issues" in href
+                    or href.rstrip("/") == f"https://{host.group(1)}/{org_repo}"
+                )
+            )
             if launch and (org_repo is None or org_repo not in href) and href not in bad:
                 bad.append(href)
         if bad:
@@ -213,12 +240,20 @@ def placeholder_links(links: dict[str, list[str]], repository_url: str) -> dict[
 
 
 def test_placeholder_links_are_caught():
-    links = {"a.html": ["https://github.com/course-embed/course_embed", "https://example.org/x", "../b.html",
-                        "https://mybinder.org/v2/gh/someone/else/main?urlpath=lab/tree/book/01.ipynb",
-                        "https://colab.research.google.com/github/me/course/blob/main/book/01.ipynb",
-                        "https://arxiv.org/abs/1706.03762", "https://github.com/pytorch/pytorch"]}
-    assert placeholder_links(links, "https://github.com/me/course") == {"a.html": links["a.html"][:2] +
-                                                                        [links["a.html"][3]]}
+    links = {
+        "a.html": [
+            "https://github.com/course-embed/course_embed",
+            "https://example.org/x",
+            "../b.html",
+            "https://mybinder.org/v2/gh/someone/else/main?urlpath=lab/tree/book/01.ipynb",
+            "https://colab.research.google.com/github/me/course/blob/main/book/01.ipynb",
+            "https://arxiv.org/abs/1706.03762",
+            "https://github.com/pytorch/pytorch",
+        ]
+    }
+    assert placeholder_links(links, "https://github.com/me/course") == {
+        "a.html": links["a.html"][:2] + [links["a.html"][3]]
+    }
     assert placeholder_links(links, "")["a.html"] == links["a.html"][:2] + links["a.html"][3:5]
 
 
@@ -244,8 +279,9 @@ def test_launch_buttons_appear_only_for_a_configured_repository(built_site):
             org_repo = "/".join(url.split("/")[-2:])
             assert f"https://mybinder.org/v2/gh/{org_repo}/{branch}" in text, f"{entry}: no Binder button"
             assert f"https://colab.research.google.com/github/{org_repo}/blob/{branch}/{entry}.ipynb" in text, entry
-            assert launch.install_cells(nb) == [(0, launch.install_source(url, branch))], \
+            assert launch.install_cells(nb) == [(0, launch.install_source(url, branch))], (
                 f"{entry}: its first cell must install the package from {url}: run python3 -m course_embed.tools.launch"
+            )
 
 
 def test_build_localises_cdn_links_in_outputs_and_flags_remote_loads(tmp_path):
@@ -255,26 +291,43 @@ def test_build_localises_cdn_links_in_outputs_and_flags_remote_loads(tmp_path):
 
     src = tmp_path / "src"
     (src / "book").mkdir(parents=True)
-    (src / "conf.py").write_text('extensions = ["myst_nb", "course_embed.tools.site"]\nnb_execution_mode = "off"\n'
-                                 'exclude_patterns = ["_build"]\n')
+    (src / "conf.py").write_text(
+        'extensions = ["myst_nb", "course_embed.tools.site"]\nnb_execution_mode = "off"\n'
+        'exclude_patterns = ["_build"]\n'
+    )
     (src / "index.md").write_text("# Demo\n\n```{toctree}\nbook/anim\nbook/remote\n```\n")
 
     def notebook(name, html, alt=None):
         metadata = {"mystnb": {"image": {"alt": alt}}} if alt else {}
-        nb = new_notebook(cells=[new_markdown_cell(f"# {name}\n\n$x^2$"), new_code_cell(
-            "HTML(...)", execution_count=1, metadata=metadata,
-            outputs=[new_output("display_data", data={"text/html": html})])],
-            metadata={"language_info": {"name": "python"}})
+        nb = new_notebook(
+            cells=[
+                new_markdown_cell(f"# {name}\n\n$x^2$"),
+                new_code_cell(
+                    "HTML(...)",
+                    execution_count=1,
+                    metadata=metadata,
+                    outputs=[new_output("display_data", data={"text/html": html})],
+                ),
+            ],
+            metadata={"language_info": {"name": "python"}},
+        )
         nbformat.write(nb, src / "book" / f"{name}.ipynb")
 
     fa_cdn = "https://maxcdn.bootstrapcdn.com/font-awesome/4.4.0/css/font-awesome.min.css"
-    notebook("anim", f'<link rel="stylesheet"\nhref="{fa_cdn}">\n<div class="animation">'
-                     '<img id="_anim_imgx">\n<input id="_anim_sliderx" type="range"></div>',
-             alt='Frames of a "wave" & its phase')
+    notebook(
+        "anim",
+        f'<link rel="stylesheet"\nhref="{fa_cdn}">\n<div class="animation">'
+        '<img id="_anim_imgx">\n<input id="_anim_sliderx" type="range"></div>',
+        alt='Frames of a "wave" & its phase',
+    )
     notebook("remote", '<script src="https://cdn.example.org/lib.js"></script>')
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(out)],
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     anim = (out / "book" / "anim.html").read_text()
     assert fa_cdn not in anim and 'href="../_vendor/font-awesome-4.7.0/css/font-awesome.min.css"' in anim
     assert (out / "_vendor" / "font-awesome-4.7.0" / "css" / "font-awesome.min.css").is_file()
@@ -283,8 +336,9 @@ def test_build_localises_cdn_links_in_outputs_and_flags_remote_loads(tmp_path):
     assert '<input aria-label="Frame" id="_anim_sliderx"' in anim
     assert f"<style>{site.SITE_CSS}</style>" in anim
     warnings = [line for line in proc.stderr.splitlines() if "WARNING" in line]
-    assert len(warnings) == 1 and "book/remote.html loads <script> https://cdn.example.org/lib.js" in warnings[0], \
+    assert len(warnings) == 1 and "book/remote.html loads <script> https://cdn.example.org/lib.js" in warnings[0], (
         proc.stderr
+    )
 
 
 def test_accessible_page_fixes_what_axe_found_in_the_theme():
@@ -309,16 +363,26 @@ def test_launch_buttons_follow_the_repository_url(tmp_path, url):
 
     src = tmp_path / "src"
     src.mkdir()
-    options = {"repository_url": url, "repository_branch": "main", "path_to_docs": "",
-               "launch_buttons": {"binderhub_url": "https://mybinder.org",
-                                  "colab_url": "https://colab.research.google.com"}}
-    (src / "conf.py").write_text('extensions = ["myst_nb", "course_embed.tools.site"]\nnb_execution_mode = "off"\n'
-                                 f'html_theme = "sphinx_book_theme"\nhtml_theme_options = {options!r}\n'
-                                 'exclude_patterns = ["_build"]\n')
-    nbformat.write(new_notebook(cells=[new_code_cell("1")], metadata={"language_info": {"name": "python"}}),
-                   src / "index.ipynb")
-    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(tmp_path / "out")],
-                          capture_output=True, text=True, cwd=tmp_path)
+    options = {
+        "repository_url": url,
+        "repository_branch": "main",
+        "path_to_docs": "",
+        "launch_buttons": {"binderhub_url": "https://mybinder.org", "colab_url": "https://colab.research.google.com"},
+    }
+    (src / "conf.py").write_text(
+        'extensions = ["myst_nb", "course_embed.tools.site"]\nnb_execution_mode = "off"\n'
+        f'html_theme = "sphinx_book_theme"\nhtml_theme_options = {options!r}\n'
+        'exclude_patterns = ["_build"]\n'
+    )
+    nbformat.write(
+        new_notebook(cells=[new_code_cell("1")], metadata={"language_info": {"name": "python"}}), src / "index.ipynb"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     page = (tmp_path / "out" / "index.html").read_text()
     assert proc.returncode == 0, proc.stderr
     if url:

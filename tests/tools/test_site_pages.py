@@ -8,8 +8,18 @@ import nbformat
 from .test_notebooks import ROOT, toc_files
 
 # The papers the course builds on; each must be cited somewhere, so that the bibliography lists it.
-CORE = ["vaswani2017attention", "shaw2018self", "devlin2019bert", "raffel2020exploring", "press2017using",
-        "su2021roformer", "press2022train", "chen2023extending", "peng2023yarn", "bloc97ntk2023"]
+CORE = [
+    "vaswani2017attention",
+    "shaw2018self",
+    "devlin2019bert",
+    "raffel2020exploring",
+    "press2017using",
+    "su2021roformer",
+    "press2022train",
+    "chen2023extending",
+    "peng2023yarn",
+    "bloc97ntk2023",
+]
 # Terms that Chinese texts use untranslated.
 UNTRANSLATED = {"bfloat16", "EmbeddingBag", "padding_idx", "YaRN"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -75,8 +85,11 @@ def test_glossary_terms_are_in_the_built_site(built_site):
 
 def test_every_misconception_has_a_verdict_and_links_to_a_published_chapter():
     published = {int(m.group(1)) for entry in toc_files() if (m := re.match(r"book/(\d+)_", entry))}
-    rows = [line for line in (ROOT / "book" / "misconceptions.md").read_text().splitlines()
-            if line.startswith("| ") and not line.startswith(("| Claim", "|:--"))]
+    rows = [
+        line
+        for line in (ROOT / "book" / "misconceptions.md").read_text().splitlines()
+        if line.startswith("| ") and not line.startswith(("| Claim", "|:--"))
+    ]
     assert len(rows) >= 20
     for row in rows:
         claim, verdict, where = (cell.strip() for cell in row.strip("|").split(" | "))

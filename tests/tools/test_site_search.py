@@ -38,11 +38,14 @@ def test_search_finds_each_chapter_offline(built_site, site_url, chromium):
         page = context.new_page()
         page.route("**/*", browser.offline(site_url, blocked))
         page.goto(f"{site_url}search.html?q={word}", wait_until="load", timeout=WAIT_MS)
-        page.wait_for_function("() => /found|did not match/i.test("
-                               "(document.querySelector('#search-results .search-summary') || {}).textContent || '')",
-                               timeout=WAIT_MS)
-        found = page.evaluate("() => [...document.querySelectorAll('#search-results ul.search li a')]"
-                              ".map(a => new URL(a.href).pathname)")
+        page.wait_for_function(
+            "() => /found|did not match/i.test("
+            "(document.querySelector('#search-results .search-summary') || {}).textContent || '')",
+            timeout=WAIT_MS,
+        )
+        found = page.evaluate(
+            "() => [...document.querySelectorAll('#search-results ul.search li a')].map(a => new URL(a.href).pathname)"
+        )
         page.close()
         if f"/{page_path}" not in found or blocked:
             missed[page_path] = {"word": word, "found": found, "blocked": blocked}

@@ -18,6 +18,22 @@ from .compare import Question, Suite, TestResult, load_suite
 from .sandbox import SandboxUnavailable, require_bwrap
 from .submission import ANSWER_TAG, notebook_exercise, read_submission
 
-__all__ = ["ANSWER_TAG", "EXERCISES", "Assigned", "Exercise", "Question", "SandboxUnavailable", "Suite",
-           "TestResult", "assign", "find_exercises", "get_exercise", "is_stale", "load_suite", "notebook_exercise",
-           "read_submission", "regenerate", "require_bwrap"]
+__all__ = [
+    "ANSWER_TAG",
+    "EXERCISES",
+    "Assigned",
+    "Exercise",
+    "Question",
+    "SandboxUnavailable",
+    "Suite",
+    "TestResult",
+    "assign",
+    "find_exercises",
+    "get_exercise",
+    "is_stale",
+    "load_suite",
+    "notebook_exercise",
+    "read_submission",
+    "regenerate",
+    "require_bwrap",
+]

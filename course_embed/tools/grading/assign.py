@@ -80,8 +80,9 @@ def assign(source: str | Path, out: str | Path, run_tests: bool = False) -> Assi
         dist = Path(tmp)
         out.mkdir(parents=True)
         student = out / source.name
-        student.write_text(normalise_student((dist / "student" / source.name).read_text(encoding="utf-8")),
-                           encoding="utf-8")
+        student.write_text(
+            normalise_student((dist / "student" / source.name).read_text(encoding="utf-8")), encoding="utf-8"
+        )
         solution = out / f"{source.stem}-solution.ipynb"
         shutil.copy(dist / "autograder" / source.name, solution)
     return Assigned(student, solution)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable
 
 from .assign import EXERCISES
 from .compare import Suite, load_suite
@@ -23,19 +23,29 @@ class Interrupted(Exception):
         self.book, self.total = book, total
 
 
-def grade_submission(path: Path, student: str, suite: Suite, feedback: Path | None, timeout: float = 300.0,
-                     running: Running | None = None) -> GradeRow:
+def grade_submission(
+    path: Path,
+    student: str,
+    suite: Suite,
+    feedback: Path | None,
+    timeout: float = 300.0,
+    running: Running | None = None,
+) -> GradeRow:
     """Grade one file; never raises for a broken submission (its row says what went wrong)."""
-    row = GradeRow(student, str(path), suite.exercise, {q.name: 0.0 for q in suite.questions},
-                   submitted=submitted_at(path))
+    row = GradeRow(
+        student, str(path), suite.exercise, {q.name: 0.0 for q in suite.questions}, submitted=submitted_at(path)
+    )
     nb, error = read_submission(path)
     results, seconds = [], 0.0
     if nb is None:
         row.error = error
     elif (made_for := notebook_exercise(nb)) != suite.exercise:
-        row.error = (f"wrong exercise: this notebook is for {made_for}, not {suite.exercise}" if made_for else
-                     f"not an exercise notebook: it has no otter assignment name "
-                     f"(start from exercises/{suite.exercise}.ipynb)")
+        row.error = (
+            f"wrong exercise: this notebook is for {made_for}, not {suite.exercise}"
+            if made_for
+            else f"not an exercise notebook: it has no otter assignment name "
+            f"(start from exercises/{suite.exercise}.ipynb)"
+        )
     else:
         graded = grade_notebook(nb, suite, timeout, running)
         results, seconds, row.error = graded.results, graded.seconds, graded.error
@@ -45,15 +55,23 @@ def grade_submission(path: Path, student: str, suite: Suite, feedback: Path | No
     if running is not None and running.stopped.is_set():
         return row  # interrupted: this row is not kept, so no feedback either
     if feedback is not None:
-        write_feedback(feedback / safe_name(student), student, suite.exercise, suite.questions, results,
-                       row.error, seconds)
+        write_feedback(
+            feedback / safe_name(student), student, suite.exercise, suite.questions, results, row.error, seconds
+        )
     return row
 
 
-def grade_batch(submissions: list[str | Path] | Found, out: str | Path, *, exercise: str | None = None,
-                root: str | Path = EXERCISES, jobs: int = 2, timeout: float = 300.0,
-                feedback: str | Path | None = None,
-                on_result: Callable[[GradeRow], None] | None = None) -> Gradebook:
+def grade_batch(
+    submissions: list[str | Path] | Found,
+    out: str | Path,
+    *,
+    exercise: str | None = None,
+    root: str | Path = EXERCISES,
+    jobs: int = 2,
+    timeout: float = 300.0,
+    feedback: str | Path | None = None,
+    on_result: Callable[[GradeRow], None] | None = None,
+) -> Gradebook:
     """Grade many submissions of one exercise and write the gradebook CSV ``out``.
 
     Args:
@@ -82,8 +100,10 @@ def grade_batch(submissions: list[str | Path] | Found, out: str | Path, *, exerc
     require_bwrap()
     running, done, lock = Running(), {}, threading.Lock()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-    futures = {pool.submit(grade_submission, p, found.students.get(p, p.stem), suite, feedback, timeout,
-                           running): i for i, p in enumerate(paths)}
+    futures = {
+        pool.submit(grade_submission, p, found.students.get(p, p.stem), suite, feedback, timeout, running): i
+        for i, p in enumerate(paths)
+    }
     try:
         pending = set(futures)
         while pending:
@@ -93,9 +113,14 @@ def grade_batch(submissions: list[str | Path] | Found, out: str | Path, *, exerc
                 try:
                     row = future.result()
                 except Exception as err:  # a bug here must not lose the other rows
-                    row = GradeRow(found.students.get(paths[i], paths[i].stem), str(paths[i]), exercise,
-                                   {q.name: 0.0 for q in suite.questions},
-                                   f"internal grading error: {type(err).__name__}: {err}"[:300], graded_at=now())
+                    row = GradeRow(
+                        found.students.get(paths[i], paths[i].stem),
+                        str(paths[i]),
+                        exercise,
+                        {q.name: 0.0 for q in suite.questions},
+                        f"internal grading error: {type(err).__name__}: {err}"[:300],
+                        graded_at=now(),
+                    )
                 with lock:
                     done[i] = row
                     book.rows = [done[j] for j in sorted(done)]

@@ -21,7 +21,7 @@ import torch
 
 from . import probe
 
-MAX_OUTPUT_BYTES = 64 * 2 ** 20  # per test: far above any honest answer's outputs
+MAX_OUTPUT_BYTES = 64 * 2**20  # per test: far above any honest answer's outputs
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,13 @@ class TestResult:
     hidden: bool
 
     def as_gradescope(self) -> dict:
-        return {"name": f"{self.question} {self.name}", "score": self.score, "max_score": self.max_score,
-                "output": self.output or "passed", "visibility": "after_published" if self.hidden else "visible"}
+        return {
+            "name": f"{self.question} {self.name}",
+            "score": self.score,
+            "max_score": self.max_score,
+            "output": self.output or "passed",
+            "visibility": "after_published" if self.hidden else "visible",
+        }
 
 
 @dataclass
@@ -83,10 +88,12 @@ def load_suite(root: str | Path, exercise: str, *, require_hidden: bool = True) 
     files = test_files(root, exercise)
     if "public" not in files or (require_hidden and "hidden" not in files):
         missing = "checks" if "public" not in files else "source"
-        raise ValueError(f"{root / missing}: no tests for {exercise} "
-                         f"({'public checks/' if missing == 'checks' else 'hidden source/'}{exercise}"
-                         f"{'' if missing == 'checks' else '_hidden'}.py); grade from the instructor's copy of "
-                         f"the exercises (--root)")
+        raise ValueError(
+            f"{root / missing}: no tests for {exercise} "
+            f"({'public checks/' if missing == 'checks' else 'hidden source/'}{exercise}"
+            f"{'' if missing == 'checks' else '_hidden'}.py); grade from the instructor's copy of "
+            f"the exercises (--root)"
+        )
     tests, sources = [], {}
     for kind, path in files.items():
         module = probe.load_module(path, f"_{kind}_{exercise}")
@@ -113,14 +120,19 @@ def strip_checks(source: str, filename: str = "<tests>") -> str:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and node in tree.body:
             mod = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
             if (mod or "").startswith("course_embed") and mod != "course_embed.tools.grading.probe":
-                raise ValueError(f"{filename}:{node.lineno}: import {mod} inside the test functions, after the "
-                                 f"yield (the sandbox has no course_embed)")
+                raise ValueError(
+                    f"{filename}:{node.lineno}: import {mod} inside the test functions, after the "
+                    f"yield (the sandbox has no course_embed)"
+                )
     for func in [n for n in tree.body if isinstance(n, ast.FunctionDef) and _is_test(n)]:
         for index, stmt in enumerate(func.body):
             value = None
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Yield):
-                value = stmt.value.value
-            elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Yield):
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Yield)
+                or isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Yield)
+            ):
                 value = stmt.value.value
             if value is not None:
                 func.body = func.body[:index] + [ast.Return(value=value, lineno=stmt.lineno, col_offset=0)]
@@ -140,7 +152,7 @@ def read_output(path: Path) -> object:
     """What the sandbox wrote for one test, loaded as data only; ``{"__gather_failed__": why}`` when unusable."""
     try:
         if path.stat().st_size > MAX_OUTPUT_BYTES:
-            return {"__gather_failed__": f"the outputs are larger than {MAX_OUTPUT_BYTES // 2 ** 20} MiB"}
+            return {"__gather_failed__": f"the outputs are larger than {MAX_OUTPUT_BYTES // 2**20} MiB"}
         return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         return None
@@ -157,6 +169,7 @@ def score(suite: Suite, out: Path, stopped: str = "") -> list[TestResult]:
             passed, message = False, f"not graded: {stopped or 'the notebook stopped before this question'}"
         else:
             passed, message = probe.check(spec, gathered)
-        results.append(TestResult(spec.name, spec.question, spec.points if passed else 0.0, spec.points,
-                                  message, spec.hidden))
+        results.append(
+            TestResult(spec.name, spec.question, spec.points if passed else 0.0, spec.points, message, spec.hidden)
+        )
     return results

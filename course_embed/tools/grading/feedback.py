@@ -16,15 +16,17 @@ from .compare import Question, TestResult
 
 def results_json(results: list[TestResult], error: str, seconds: float) -> dict:
     """The Gradescope ``results.json`` content for one submission."""
-    data = {"score": sum(r.score for r in results), "execution_time": round(seconds, 1),
-            "tests": [r.as_gradescope() for r in results]}
+    data = {
+        "score": sum(r.score for r in results),
+        "execution_time": round(seconds, 1),
+        "tests": [r.as_gradescope() for r in results],
+    }
     if error:
         data["output"] = f"While grading: {error}"
     return data
 
 
-def feedback_text(student: str, exercise: str, questions: list[Question], results: list[TestResult],
-                  error: str) -> str:
+def feedback_text(student: str, exercise: str, questions: list[Question], results: list[TestResult], error: str) -> str:
     """A readable report: per question its score, then each test that failed and why."""
     total, possible = sum(r.score for r in results), sum(q.points for q in questions)
     lines = [f"{exercise}: {student}", f"score: {total:g} / {possible:g}", ""]
@@ -39,10 +41,15 @@ def feedback_text(student: str, exercise: str, questions: list[Question], result
     return "\n".join(lines) + "\n"
 
 
-def write_feedback(folder: Path, student: str, exercise: str, questions: list[Question],
-                   results: list[TestResult], error: str, seconds: float) -> None:
+def write_feedback(
+    folder: Path,
+    student: str,
+    exercise: str,
+    questions: list[Question],
+    results: list[TestResult],
+    error: str,
+    seconds: float,
+) -> None:
     """Write ``results.json`` and ``feedback.txt`` into ``folder`` (created)."""
-    atomic_write(folder / "results.json",
-                 (json.dumps(results_json(results, error, seconds), indent=1) + "\n").encode())
-    atomic_write(folder / "feedback.txt",
-                 feedback_text(student, exercise, questions, results, error).encode())
+    atomic_write(folder / "results.json", (json.dumps(results_json(results, error, seconds), indent=1) + "\n").encode())
+    atomic_write(folder / "feedback.txt", feedback_text(student, exercise, questions, results, error).encode())

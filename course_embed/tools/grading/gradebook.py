@@ -7,7 +7,7 @@ import io
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .assign import atomic_write
@@ -75,7 +75,7 @@ def _submitted(path: Path) -> float:
     """When ``path`` was handed in: the time stamp ``grader.export()`` puts in the name, else the file's mtime."""
     match = _EXPORT_STAMP.search(path.name)
     if match:
-        return datetime(*map(int, match.groups()), tzinfo=timezone.utc).timestamp()
+        return datetime(*map(int, match.groups()), tzinfo=UTC).timestamp()
     try:
         return path.stat().st_mtime
     except OSError:
@@ -84,7 +84,7 @@ def _submitted(path: Path) -> float:
 
 def submitted_at(path: Path) -> str:
     """ISO time (UTC, seconds) at which ``path`` was handed in, as :func:`find_submissions` ranks it."""
-    return datetime.fromtimestamp(_submitted(path), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(_submitted(path), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def infer_exercise(paths: list[Path]) -> str:
@@ -93,8 +93,10 @@ def infer_exercise(paths: list[Path]) -> str:
     names.pop(None, None)
     ranked = names.most_common(2)
     if not ranked or (len(ranked) == 2 and ranked[0][1] == ranked[1][1]):
-        raise ValueError(f"cannot tell which exercise these submissions are for (found {dict(names) or 'none'}); "
-                         f"pass --exercise NN_topic")
+        raise ValueError(
+            f"cannot tell which exercise these submissions are for (found {dict(names) or 'none'}); "
+            f"pass --exercise NN_topic"
+        )
     return ranked[0][0]
 
 
@@ -131,12 +133,33 @@ class Gradebook:
         """Write the gradebook CSV atomically: readers see the old file or the new one, never a partial one."""
         text = io.StringIO(newline="")
         writer = csv.writer(text)
-        writer.writerow(["student", "submission", "submitted", "graded_at", "exercise",
-                         *(q.name for q in self.questions), "total", "possible", "error"])
+        writer.writerow(
+            [
+                "student",
+                "submission",
+                "submitted",
+                "graded_at",
+                "exercise",
+                *(q.name for q in self.questions),
+                "total",
+                "possible",
+                "error",
+            ]
+        )
         for row in self.rows:
-            writer.writerow([row.student, row.submission, row.submitted, row.graded_at, row.exercise,
-                             *(f"{row.scores.get(q.name, 0.0):g}" for q in self.questions), f"{row.total:g}",
-                             f"{self.possible:g}", row.error])
+            writer.writerow(
+                [
+                    row.student,
+                    row.submission,
+                    row.submitted,
+                    row.graded_at,
+                    row.exercise,
+                    *(f"{row.scores.get(q.name, 0.0):g}" for q in self.questions),
+                    f"{row.total:g}",
+                    f"{self.possible:g}",
+                    row.error,
+                ]
+            )
         atomic_write(Path(path), text.getvalue().encode())
 
     def summary(self) -> str:
@@ -147,20 +170,25 @@ class Gradebook:
         lines = [f"{self.exercise}: graded {n} submission{'s' * (n != 1)}, {len(broken)} with errors"]
         if n:
             full = sum(t >= self.possible for t in totals)
-            lines.append(f"  total: mean {sum(totals) / n:.2f}, median {totals[n // 2]:g}, "
-                         f"out of {self.possible:g}; {full} with full marks")
-            lines.append("  mean per question: " + ", ".join(
-                f"{q.name} {sum(r.scores.get(q.name, 0) for r in self.rows) / n:.2f}/{q.points:g}"
-                for q in self.questions))
+            lines.append(
+                f"  total: mean {sum(totals) / n:.2f}, median {totals[n // 2]:g}, "
+                f"out of {self.possible:g}; {full} with full marks"
+            )
+            lines.append(
+                "  mean per question: "
+                + ", ".join(
+                    f"{q.name} {sum(r.scores.get(q.name, 0) for r in self.rows) / n:.2f}/{q.points:g}"
+                    for q in self.questions
+                )
+            )
         lines += [f"  {r.student} ({r.submission}): {r.error}" for r in broken]
         return "\n".join(lines)
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def safe_name(student: str) -> str:
     """A folder name for ``student``'s feedback."""
     return re.sub(r"[^A-Za-z0-9_.@-]+", "_", student).strip("._") or "student"
-

@@ -23,11 +23,13 @@ import importlib.util
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
+
 
 class _Mode(threading.local):
     live = True  # False during the grader's checking pass: run() then calls nothing
@@ -49,7 +51,7 @@ class TestSpec:
 
     @property
     def answers(self) -> tuple[str, ...]:
-        return self.func.__code__.co_varnames[:self.func.__code__.co_argcount]
+        return self.func.__code__.co_varnames[: self.func.__code__.co_argcount]
 
 
 def test(question: str, points: float, hidden: bool = False) -> Callable[[Callable], TestSpec]:
@@ -94,11 +96,21 @@ def _data(value: Any, depth: int = 0) -> Any:
         return {"__type__": "too deeply nested"}
     if isinstance(value, torch.Tensor):
         t = value.detach()
-        info = {"__tensor__": True, "device": t.device.type, "sparse": t.is_sparse,
-                "requires_grad": bool(value.requires_grad), "is_param": isinstance(value, torch.nn.Parameter)}
+        info = {
+            "__tensor__": True,
+            "device": t.device.type,
+            "sparse": t.is_sparse,
+            "requires_grad": bool(value.requires_grad),
+            "is_param": isinstance(value, torch.nn.Parameter),
+        }
         if t.is_sparse:
-            info.update(coalesced=t.is_coalesced(), size=list(t.shape), dtype=str(t.dtype),
-                        indices=t._indices().cpu().clone(), values=t._values().cpu().clone())
+            info.update(
+                coalesced=t.is_coalesced(),
+                size=list(t.shape),
+                dtype=str(t.dtype),
+                indices=t._indices().cpu().clone(),
+                values=t._values().cpu().clone(),
+            )
         else:
             info["data"] = t.cpu().clone().contiguous()
         return info
@@ -144,16 +156,22 @@ class _no_reference_calls:
 
     def _profile(self, frame, event, arg):
         name = frame.f_code.co_filename
-        if event == "call" and not self.called and os.path.abspath(name).startswith(_PACKAGE_DIR + os.sep) \
-                and os.path.abspath(name) != os.path.abspath(__file__):
+        if (
+            event == "call"
+            and not self.called
+            and os.path.abspath(name).startswith(_PACKAGE_DIR + os.sep)
+            and os.path.abspath(name) != os.path.abspath(__file__)
+        ):
             self.called.append(f"{Path(name).stem}.{frame.f_code.co_qualname}")
 
     def __exit__(self, *exc):
         if _local_mode[0]:
             sys.setprofile(self.previous)
             if self.called:
-                raise _ReferenceCall(f"it calls course_embed's {self.called[0]}; when your instructor grades, "
-                                     f"course_embed's implementation is not there, so write it with torch only")
+                raise _ReferenceCall(
+                    f"it calls course_embed's {self.called[0]}; when your instructor grades, "
+                    f"course_embed's implementation is not there, so write it with torch only"
+                )
 
 
 _local_mode = [False]  # True while check_public runs in the learner's kernel
@@ -233,11 +251,15 @@ class Outcome:
         value = self.ok(label)
         if value is None:
             raise AssertionError(f"{label} returned None: did you replace the `...` and `return` the result?")
-        good = isinstance(value, int) and not isinstance(value, bool) if kind is int else \
-            isinstance(value, (int, float)) and not isinstance(value, bool)
+        good = (
+            isinstance(value, int) and not isinstance(value, bool)
+            if kind is int
+            else isinstance(value, (int, float)) and not isinstance(value, bool)
+        )
         if not good:
-            raise AssertionError(f"{label} must return a Python {kind.__name__}, got {self.type} "
-                                 f"(use .item() or {kind.__name__}(...))")
+            raise AssertionError(
+                f"{label} must return a Python {kind.__name__}, got {self.type} (use .item() or {kind.__name__}(...))"
+            )
         return value
 
     def raises(self, label: str, error: type) -> str:
@@ -246,16 +268,24 @@ class Outcome:
             return self.message
         if self.raised in (None, ""):
             raise AssertionError(f"{label} must raise {error.__name__}, but it returned")
-        return self.ok(label) if self.raised == "ReferenceCall" else _fail(
-            f"{label} raised {self.raised} ({self.message[:120]}), expected {error.__name__}")
+        return (
+            self.ok(label)
+            if self.raised == "ReferenceCall"
+            else _fail(f"{label} raised {self.raised} ({self.message[:120]}), expected {error.__name__}")
+        )
 
 
 def as_tensor(value: Any, label: str) -> torch.Tensor:
     """The data of a tensor a probe function returned inside a dict or list; ``AssertionError`` otherwise."""
     if isinstance(value, Tensor):
         return value.data
-    what = "None (did you replace the `...` and `return` the result?)" if value is None else \
-        value.get("__type__", "not a tensor") if isinstance(value, dict) else type(value).__name__
+    what = (
+        "None (did you replace the `...` and `return` the result?)"
+        if value is None
+        else value.get("__type__", "not a tensor")
+        if isinstance(value, dict)
+        else type(value).__name__
+    )
     raise AssertionError(f"{label} must return a torch tensor, got {what}")
 
 
@@ -309,12 +339,16 @@ def check_public(exercise: str, question: str, **answers) -> None:
     Raises ``AssertionError`` with the first failing test's message. The tests live in ``checks/<exercise>.py``
     next to the notebook (or in the repository's ``exercises/checks``).
     """
-    candidates = [Path("checks") / f"{exercise}.py", Path(_PACKAGE_DIR).parent / "exercises" / "checks" /
-                  f"{exercise}.py"]
+    candidates = [
+        Path("checks") / f"{exercise}.py",
+        Path(_PACKAGE_DIR).parent / "exercises" / "checks" / f"{exercise}.py",
+    ]
     path = next((p for p in candidates if p.is_file()), None)
     if path is None:
-        raise AssertionError(f"cannot find checks/{exercise}.py next to the notebook: open the notebook from the "
-                             f"exercises folder it came in")
+        raise AssertionError(
+            f"cannot find checks/{exercise}.py next to the notebook: open the notebook from the "
+            f"exercises folder it came in"
+        )
     specs = [s for s in tests_of(load_module(path, f"_checks_{exercise}")) if s.question == question]
     _local_mode[0] = True
     try:

@@ -14,8 +14,13 @@ import subprocess
 from pathlib import Path
 
 #: What an instructor keeps: solutions and hidden tests, and the tests and cases built from them.
-LEFT_OUT = ("exercises/source/*", "tests/tools/grading_cases/*", "tests/tools/test_grading*.py",
-            "tests/tools/test_exercises.py", ".git/*")
+LEFT_OUT = (
+    "exercises/source/*",
+    "tests/tools/grading_cases/*",
+    "tests/tools/test_grading*.py",
+    "tests/tools/test_exercises.py",
+    ".git/*",
+)
 _SECRETS = ("# BEGIN SOLUTION", "hidden=True")
 
 
@@ -42,8 +47,11 @@ def make_release(root: str | Path, out: str | Path) -> list[str]:
     for name in copied:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / name, out / name)
-    leaks = [name for name in copied if name.startswith("exercises/")
-             and any(s in (out / name).read_text(errors="replace") for s in _SECRETS)]
+    leaks = [
+        name
+        for name in copied
+        if name.startswith("exercises/") and any(s in (out / name).read_text(errors="replace") for s in _SECRETS)
+    ]
     if leaks:
         shutil.rmtree(out)
         raise ValueError(f"the release would leak solutions or hidden tests in {leaks}; nothing was written")

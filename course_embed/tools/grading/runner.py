@@ -29,6 +29,11 @@ def _atomic(path, write):
     os.replace(tmp, path)
 
 
+def _write_text(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def _save(name, data):
     _atomic(os.path.join(WORK, "out", f"{name}.pt"), lambda tmp: torch.save(data, tmp))
 
@@ -67,8 +72,7 @@ def main():
     notes = []
 
     def report():
-        _atomic(os.path.join(WORK, "out", "cells.json"),
-                lambda tmp: open(tmp, "w").write(json.dumps(notes)))
+        _atomic(os.path.join(WORK, "out", "cells.json"), lambda tmp: _write_text(tmp, json.dumps(notes)))
 
     questions = sorted({s.question for s in specs})
     for step in plan["steps"]:

@@ -62,15 +62,35 @@ def _system_mounts() -> list[str]:
 
 def command(work: Path, argv: list[str]) -> list[str]:
     """The ``bwrap`` command line running ``argv`` in the sandbox, with ``work`` as its only writable folder."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/work", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8",
-           "COURSE_EMBED_DEVICE": os.environ.get("COURSE_EMBED_DEVICE", "cpu")}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/work",
+        "MPLBACKEND": "Agg",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONWARNINGS": "ignore",
+        "LANG": "C.UTF-8",
+        "COURSE_EMBED_DEVICE": os.environ.get("COURSE_EMBED_DEVICE", "cpu"),
+    }
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
     args += _system_mounts()
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(work), "/work",
-             "--chdir", "/work", "--"]
+    args += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--bind",
+        str(work),
+        "/work",
+        "--chdir",
+        "/work",
+        "--",
+    ]
     return args + argv
 
 
@@ -79,13 +99,14 @@ def python(work: Path, script: str) -> list[str]:
     return command(work, [os.path.realpath(sys.executable), "-I", f"/work/{script}"])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def require_bwrap() -> str:
     """Check once that bubblewrap can run a sandbox here; raise :class:`SandboxUnavailable` saying the fix."""
     if shutil.which("bwrap") is None:
         raise SandboxUnavailable(
             "grading runs every submission in a bubblewrap sandbox, and `bwrap` is not installed: install Debian's "
-            "`bubblewrap` package (sudo apt-get install bubblewrap) and run the command again")
+            "`bubblewrap` package (sudo apt-get install bubblewrap) and run the command again"
+        )
     probe = command(Path("/tmp"), [os.path.realpath(sys.executable), "-I", "-c", "print('ok')"])
     probe[probe.index("--bind") + 1] = os.path.realpath(os.environ.get("TMPDIR", "/tmp"))
     try:
@@ -97,13 +118,16 @@ def require_bwrap() -> str:
             f"`bwrap` cannot create a sandbox here: {done.stderr.strip()[:300] or done.returncode}. It needs "
             f"unprivileged user namespaces: on Debian `sudo sysctl -w kernel.unprivileged_userns_clone=1`, on "
             f"Ubuntu 24.04 `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; in Docker, run the "
-            f"container with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined`")
+            f"container with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined`"
+        )
     return "ok"
 
 
 def _stub_init() -> str:
-    return ('"""course_embed as a submission sees it while graded: `setup` only (the answers are the learner\'s)."""\n'
-            "from .runtime import pick_device, setup\n")
+    return (
+        '"""course_embed as a submission sees it while graded: `setup` only (the answers are the learner\'s)."""\n'
+        "from .runtime import pick_device, setup\n"
+    )
 
 
 def prepare(work: Path, spec_files: dict[str, str], plan: str) -> None:

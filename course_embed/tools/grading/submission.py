@@ -22,7 +22,7 @@ _CHECK = re.compile(r"""^\s*grader\.check\(\s*["'](\w+)["']\s*\)\s*$""")
 
 def _short(text: str, limit: int = 160) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def read_submission(path: str | Path) -> tuple[dict | None, str]:
@@ -68,13 +68,13 @@ def plan(nb: dict) -> list[dict]:
     sources = ["".join(c.get("source", "")) for c in cells]
     checks = [m.group(1) if (m := _CHECK.match(s)) else None for s in sources]
     steps = []
-    for i, (cell, source) in enumerate(zip(cells, sources)):
+    for i, (cell, source) in enumerate(zip(cells, sources, strict=False)):
         if checks[i]:
             steps.append({"checkpoint": checks[i]})
             continue
         if "otter.Notebook(" in source or "grader.check_all(" in source or "grader.export(" in source:
             continue
-        question = next((q for q in checks[i + 1:] if q), None)
+        question = next((q for q in checks[i + 1 :] if q), None)
         tags = cell.get("metadata", {}).get("tags", [])
         first = next((line.strip() for line in source.splitlines() if line.strip()), "")[:40]
         label = f"{question}'s answer cell" if ANSWER_TAG in tags and question else f"the cell `{first}`"
@@ -153,8 +153,7 @@ def grade_notebook(nb: dict, suite: Suite, timeout: float = 300.0, running: Runn
             notes = []
         finished = notes[-1:] == ["finished"]
         if not stopped and not finished:
-            stopped = (f"the notebook's process died (exit status {proc.returncode}: os._exit, a crash or out of "
-                       f"memory)")
+            stopped = f"the notebook's process died (exit status {proc.returncode}: os._exit, a crash or out of memory)"
         results = score(suite, work / "out", stopped)
         errors = ([stopped] if stopped else []) + [n for n in notes if n != "finished"]
         return Graded(results, "; ".join(_short(e, 200) for e in errors), time.monotonic() - start)

@@ -26,37 +26,35 @@ NAMES = [e.name for e in EXERCISES]
 #: may earn the points of its question: the sandbox's course_embed holds only ``setup``.
 ALIASES = {
     "01_token_embedding": {
-        1: 'from course_embed import TokenEmbedding',
+        1: "from course_embed import TokenEmbedding",
     },
     "02_scaling": {
-        0: 'from course_embed.lab.token_embedding import init_std\n'
-           '\n'
-           'def expected_norm_ratio(init, vocab_size, d_model, scale=True):\n'
-           '    pe = ce.sinusoidal_table(1, d_model).norm().item()\n'
-           '    return init_std(init, vocab_size, d_model) * d_model ** 0.5 * (d_model ** 0.5 if scale else 1) / pe',
-        1: 'tie = ce.tie_weights',
+        0: "from course_embed.lab.token_embedding import init_std\n"
+        "\n"
+        "def expected_norm_ratio(init, vocab_size, d_model, scale=True):\n"
+        "    pe = ce.sinusoidal_table(1, d_model).norm().item()\n"
+        "    return init_std(init, vocab_size, d_model) * d_model ** 0.5 * (d_model ** 0.5 if scale else 1) / pe",
+        1: "tie = ce.tie_weights",
     },
     "03_sinusoidal": {
-        1: 'def rotation(k, d_model, base=10000.0):\n'
-           '    return ce.offset_rotation(k, d_model, base)',
+        1: "def rotation(k, d_model, base=10000.0):\n    return ce.offset_rotation(k, d_model, base)",
     },
     "04_fusion": {
-        1: 'class ConcatFusion(nn.Module):\n'
-           '    def __init__(self, vocab_size, d_model, d_position=None, padding_idx=None):\n'
-           '        super().__init__()\n'
-           "        self.inner = ce.TransformerEmbedding(vocab_size, d_model, fusion='concat', dropout=0.0,\n"
-           '                                             d_position=d_position, padding_idx=padding_idx)\n'
-           '        self.token = self.inner.token\n'
-           '\n'
-           '    def forward(self, ids, offset=0):\n'
-           '        return self.inner(ids, offset)',
+        1: "class ConcatFusion(nn.Module):\n"
+        "    def __init__(self, vocab_size, d_model, d_position=None, padding_idx=None):\n"
+        "        super().__init__()\n"
+        "        self.inner = ce.TransformerEmbedding(vocab_size, d_model, fusion='concat', dropout=0.0,\n"
+        "                                             d_position=d_position, padding_idx=padding_idx)\n"
+        "        self.token = self.inner.token\n"
+        "\n"
+        "    def forward(self, ids, offset=0):\n"
+        "        return self.inner(ids, offset)",
     },
     "05_rope_alibi": {
-        0: 'def rope(x, offset=0, base=10000.0):\n'
-           '    return ce.RotaryEmbedding(x.shape[-1], base).rotate(x, offset)',
+        0: "def rope(x, offset=0, base=10000.0):\n    return ce.RotaryEmbedding(x.shape[-1], base).rotate(x, offset)",
     },
     "06_optimization": {
-        0: 'from course_embed.fusion import lookup_add_reference as lookup_add',
+        0: "from course_embed.fusion import lookup_add_reference as lookup_add",
     },
 }
 
@@ -96,6 +94,7 @@ def built_exercises(tmp_path_factory) -> dict[str, Assigned]:
             if not done.exists():
                 assign(exercise.source, folder)
                 done.touch()
-            built[exercise.name] = Assigned(folder / f"{exercise.name}.ipynb",
-                                            folder / f"{exercise.name}-solution.ipynb")
+            built[exercise.name] = Assigned(
+                folder / f"{exercise.name}.ipynb", folder / f"{exercise.name}-solution.ipynb"
+            )
     return built

@@ -30,81 +30,128 @@ class Case:
 
 def _cheats(root: Path, gradebook: Path) -> dict[str, tuple[dict[int, str], tuple[float, float, float]]]:
     """Answer cells (0 = q1) for each cheat, and what it honestly earns."""
-    forger = (f"import time, pathlib\ntime.sleep(8)\n"
-              f"pathlib.Path({str(gradebook)!r}).write_text('student,total\\nforged,9\\n')  # {SURVIVOR_TOKEN}")
+    forger = (
+        f"import time, pathlib\ntime.sleep(8)\n"
+        f"pathlib.Path({str(gradebook)!r}).write_text('student,total\\nforged,9\\n')  # {SURVIVOR_TOKEN}"
+    )
     return {
         # c01: exec the solution's answer cells, found next to course_embed (and at the repository's real path)
-        "c01_read_solution": ({0: "import json, pathlib\n"
-                                  f"for where in (pathlib.Path(ce.__file__).parents[1], pathlib.Path({str(root)!r})):\n"
-                                  "    path = where / 'exercises/source/03_sinusoidal.ipynb'\n"
-                                  "    if path.exists():\n"
-                                  "        for cell in json.loads(path.read_text())['cells']:\n"
-                                  "            if cell['cell_type'] == 'code' and 'def ' in ''.join(cell['source']):\n"
-                                  "                exec(''.join(cell['source']), globals())\n"
-                                  "        break"}, (0, 0, 0)),
+        "c01_read_solution": (
+            {
+                0: "import json, pathlib\n"
+                f"for where in (pathlib.Path(ce.__file__).parents[1], pathlib.Path({str(root)!r})):\n"
+                "    path = where / 'exercises/source/03_sinusoidal.ipynb'\n"
+                "    if path.exists():\n"
+                "        for cell in json.loads(path.read_text())['cells']:\n"
+                "            if cell['cell_type'] == 'code' and 'def ' in ''.join(cell['source']):\n"
+                "                exec(''.join(cell['source']), globals())\n"
+                "        break"
+            },
+            (0, 0, 0),
+        ),
         # c04: make otter's test runner pass every case
-        "c04_patch_otter": ({0: "from otter.test_files import exception_test\n"
-                                "from otter.test_files.abstract_test import TestCaseResult\n"
-                                "exception_test.ExceptionTestFile.run = lambda self, env: setattr(\n"
-                                "    self, 'test_case_results',\n"
-                                "    [TestCaseResult(test_case=tc, message='ok', passed=True) for tc in self.test_cases])\n"
-                                "sinusoidal = lambda *a: None"}, (0, 0, 0)),
+        "c04_patch_otter": (
+            {
+                0: "from otter.test_files import exception_test\n"
+                "from otter.test_files.abstract_test import TestCaseResult\n"
+                "exception_test.ExceptionTestFile.run = lambda self, env: setattr(\n"
+                "    self, 'test_case_results',\n"
+                "    [TestCaseResult(test_case=tc, message='ok', passed=True) for tc in self.test_cases])\n"
+                "sinusoidal = lambda *a: None"
+            },
+            (0, 0, 0),
+        ),
         # c09: rewrite every test file within reach so that each test returns at once
-        "c09_rewrite_tests": ({0: "import pathlib, re\n"
-                                  "for path in list(pathlib.Path('/').glob('work/**/*.py')) + "
-                                  f"list(pathlib.Path({str(root)!r}).glob('exercises/**/*.py')):\n"
-                                  "    try:\n"
-                                  "        text = path.read_text()\n"
-                                  "        path.write_text(re.sub(r'(def \\w+\\(.*\\):\\n)', r'\\1    return\\n', text))\n"
-                                  "    except OSError:\n"
-                                  "        pass"}, (0, 0, 0)),
+        "c09_rewrite_tests": (
+            {
+                0: "import pathlib, re\n"
+                "for path in list(pathlib.Path('/').glob('work/**/*.py')) + "
+                f"list(pathlib.Path({str(root)!r}).glob('exercises/**/*.py')):\n"
+                "    try:\n"
+                "        text = path.read_text()\n"
+                "        path.write_text(re.sub(r'(def \\w+\\(.*\\):\\n)', r'\\1    return\\n', text))\n"
+                "    except OSError:\n"
+                "        pass"
+            },
+            (0, 0, 0),
+        ),
         # c05: recompile the reference's source under another file name
-        "c05_reference_source": ({0: "import inspect, course_embed\nns = {}\n"
-                                     "exec(compile(inspect.getsource(course_embed.sinusoidal), 'mine.py', 'exec'), ns)\n"
-                                     "sinusoidal = ns['sinusoidal_table']\n"
-                                     "rotation = ns['offset_rotation']"}, (0, 0, 0)),
+        "c05_reference_source": (
+            {
+                0: "import inspect, course_embed\nns = {}\n"
+                "exec(compile(inspect.getsource(course_embed.sinusoidal), 'mine.py', 'exec'), ns)\n"
+                "sinusoidal = ns['sinusoidal_table']\n"
+                "rotation = ns['offset_rotation']"
+            },
+            (0, 0, 0),
+        ),
         # c06: replace the alias check, then call the reference
-        "c06_patch_call_own": ({0: "import course_embed.tools.grading as g\n"
-                                   "g.call_own = lambda n, f, *a, **k: f(*a, **k)\n"
-                                   "sinusoidal = ce.sinusoidal_table"}, (0, 0, 0)),
+        "c06_patch_call_own": (
+            {
+                0: "import course_embed.tools.grading as g\n"
+                "g.call_own = lambda n, f, *a, **k: f(*a, **k)\n"
+                "sinusoidal = ce.sinusoidal_table"
+            },
+            (0, 0, 0),
+        ),
         # c10: switch off the profiler the alias check used, then call the reference
-        "c10_setprofile": ({0: "import sys\n"
-                               "def sinusoidal(*a):\n"
-                               "    sys.setprofile(None)\n"
-                               "    return ce.sinusoidal_table(*a)"}, (0, 0, 0)),
+        "c10_setprofile": (
+            {0: "import sys\ndef sinusoidal(*a):\n    sys.setprofile(None)\n    return ce.sinusoidal_table(*a)"},
+            (0, 0, 0),
+        ),
         # c11: guess the measurement instead of measuring it (the value asked, 64 wide, for every width)
         "c11_guess_measurement": ({2: "def first_rise(d_model):\n    return 6"}, (0, 0, 0)),
         # c02: make every comparison pass, with wrong answers
-        "c02_patch_comparisons": ({0: "import math, torch\n"
-                                      "torch.allclose = lambda *a, **k: True\n"
-                                      "torch.equal = lambda *a, **k: True\n"
-                                      "torch.testing.assert_close = lambda *a, **k: None\n"
-                                      "math.isclose = lambda *a, **k: True\n"
-                                      "sinusoidal = lambda length, d, base=1e4: torch.zeros(length, d)",
-                                   1: "rotation = lambda k, d, base=1e4: torch.eye(d, dtype=torch.float64)"},
-                                  (0, 0, 0)),
+        "c02_patch_comparisons": (
+            {
+                0: "import math, torch\n"
+                "torch.allclose = lambda *a, **k: True\n"
+                "torch.equal = lambda *a, **k: True\n"
+                "torch.testing.assert_close = lambda *a, **k: None\n"
+                "math.isclose = lambda *a, **k: True\n"
+                "sinusoidal = lambda length, d, base=1e4: torch.zeros(length, d)",
+                1: "rotation = lambda k, d, base=1e4: torch.eye(d, dtype=torch.float64)",
+            },
+            (0, 0, 0),
+        ),
         # c08: tables precomputed with the reference when the cell runs, looked up when graded
-        "c08_precomputed": ({0: "_T = {d: ce.sinusoidal_table(20000, d) for d in (2, 4, 6, 8, 10, 16, 64)}\n"
-                                "def sinusoidal(length, d_model, base=10000.0):\n"
-                                "    return _T[d_model][:length]"}, (0, 0, 0)),
+        "c08_precomputed": (
+            {
+                0: "_T = {d: ce.sinusoidal_table(20000, d) for d in (2, 4, 6, 8, 10, 16, 64)}\n"
+                "def sinusoidal(length, d_model, base=10000.0):\n"
+                "    return _T[d_model][:length]"
+            },
+            (0, 0, 0),
+        ),
         # c07: a detached process that outlives the grader and rewrites the gradebook; q1 answered honestly
-        "c07_forge_gradebook": ({1: "import subprocess, sys\n"
-                                    f"subprocess.Popen([sys.executable, '-c', {forger!r}], start_new_session=True,\n"
-                                    "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-                                    "rotation = None"}, (4, 0, 0)),
+        "c07_forge_gradebook": (
+            {
+                1: "import subprocess, sys\n"
+                f"subprocess.Popen([sys.executable, '-c', {forger!r}], start_new_session=True,\n"
+                "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                "rotation = None"
+            },
+            (4, 0, 0),
+        ),
         # correct answers that leave children behind: Popen, setsid nohup, a double fork
-        "c12_background_children": ({2: "import os, subprocess, sys\n"
-                                        f"subprocess.Popen(['sleep', '600', '{SURVIVOR_TOKEN}'])\n"
-                                        f"os.system('setsid nohup sleep 600 {SURVIVOR_TOKEN} >/dev/null 2>&1 &')\n"
-                                        "if os.fork() == 0:\n"
-                                        "    if os.fork() == 0:\n"
-                                        f"        os.execvp('sleep', ['sleep', '600', '{SURVIVOR_TOKEN}'])\n"
-                                        "    os._exit(0)\n"}, (4, 3, 2)),
+        "c12_background_children": (
+            {
+                2: "import os, subprocess, sys\n"
+                f"subprocess.Popen(['sleep', '600', '{SURVIVOR_TOKEN}'])\n"
+                f"os.system('setsid nohup sleep 600 {SURVIVOR_TOKEN} >/dev/null 2>&1 &')\n"
+                "if os.fork() == 0:\n"
+                "    if os.fork() == 0:\n"
+                f"        os.execvp('sleep', ['sleep', '600', '{SURVIVOR_TOKEN}'])\n"
+                "    os._exit(0)\n"
+            },
+            (4, 3, 2),
+        ),
     }
 
 
-def build_batch(folder: Path, student_nb, solution: list[str], wrong_exercise_nb, root: Path,
-                gradebook: Path) -> list[Case]:
+def build_batch(
+    folder: Path, student_nb, solution: list[str], wrong_exercise_nb, root: Path, gradebook: Path
+) -> list[Case]:
     """Write the batch into ``folder`` (one folder per student, some nested deeper); return what each must score."""
     good = with_answers(student_nb, dict(enumerate(solution)))
     q1, q2, q3 = answer_cells(good)
@@ -130,25 +177,38 @@ def build_batch(folder: Path, student_nb, solution: list[str], wrong_exercise_nb
         if name == "c07_forge_gradebook":  # q1 right
             answers = {0: solution[0], **answers}
         put(f"{name}/03_sinusoidal.ipynb", with_answers(student_nb, answers), honest)
-    put("d01_syntax/03_sinusoidal.ipynb",
-        variant(lambda nb: setattr(nb.cells[q2], "source", "def rotation(k, d_model:\n    pass")), (4, 0, 2),
-        "q2's answer cell: SyntaxError")
-    put("d02_exception/03_sinusoidal.ipynb",
+    put(
+        "d01_syntax/03_sinusoidal.ipynb",
+        variant(lambda nb: setattr(nb.cells[q2], "source", "def rotation(k, d_model:\n    pass")),
+        (4, 0, 2),
+        "q2's answer cell: SyntaxError",
+    )
+    put(
+        "d02_exception/03_sinusoidal.ipynb",
         variant(lambda nb: setattr(nb.cells[q2], "source", "raise RuntimeError('stuck')\n" + nb.cells[q2].source)),
-        (4, 0, 2), "q2's answer cell: RuntimeError: stuck")
-    put("d03_sysexit/03_sinusoidal.ipynb",
-        variant(lambda nb: nb.cells.insert(q2, new_code_cell("import sys\nsys.exit(3)"))), (4, 3, 2), "SystemExit")
-    put("d04_os_exit_in_q3/03_sinusoidal.ipynb",
-        variant(lambda nb: setattr(nb.cells[q3], "source", "import os\nos._exit(1)")), (4, 3, 0),
-        "the notebook's process died")
-    put("d05_deleted/03_sinusoidal.ipynb", variant(lambda nb: nb.cells.pop(q2)), (4, 0, 2),
-        "")
-    put("d06_renamed/03_sinusoidal.ipynb",
+        (4, 0, 2),
+        "q2's answer cell: RuntimeError: stuck",
+    )
+    put(
+        "d03_sysexit/03_sinusoidal.ipynb",
+        variant(lambda nb: nb.cells.insert(q2, new_code_cell("import sys\nsys.exit(3)"))),
+        (4, 3, 2),
+        "SystemExit",
+    )
+    put(
+        "d04_os_exit_in_q3/03_sinusoidal.ipynb",
+        variant(lambda nb: setattr(nb.cells[q3], "source", "import os\nos._exit(1)")),
+        (4, 3, 0),
+        "the notebook's process died",
+    )
+    put("d05_deleted/03_sinusoidal.ipynb", variant(lambda nb: nb.cells.pop(q2)), (4, 0, 2), "")
+    put(
+        "d06_renamed/03_sinusoidal.ipynb",
         variant(lambda nb: setattr(nb.cells[q2], "source", nb.cells[q2].source.replace("def rotation", "def rot"))),
-        (4, 0, 2))
+        (4, 0, 2),
+    )
     put("d07_wrong_exercise/03_sinusoidal.ipynb", wrong_exercise_nb, (0, 0, 0), "wrong exercise: this notebook is for")
-    put("d08_plain/notebook.ipynb", new_notebook(cells=[new_code_cell("x = 1")]), (0, 0, 0),
-        "not an exercise notebook")
+    put("d08_plain/notebook.ipynb", new_notebook(cells=[new_code_cell("x = 1")]), (0, 0, 0), "not an exercise notebook")
     (folder / "d09_invalid").mkdir()
     (folder / "d09_invalid" / "03_sinusoidal.ipynb").write_text(nbformat.writes(good)[:500])
     cases.append(Case("d09_invalid/03_sinusoidal.ipynb", (0, 0, 0), "not a notebook: invalid JSON"))
@@ -167,5 +227,6 @@ def build_batch(folder: Path, student_nb, solution: list[str], wrong_exercise_nb
 
 def loop_notebook(student_nb, solution: list[str]):
     """Correct q1 and q2, then an endless (sleeping) loop in q3's cell: graded by its time limit."""
-    return with_answers(student_nb, {0: solution[0], 1: solution[1],
-                                     2: "import time\nwhile True:\n    time.sleep(0.1)"})
+    return with_answers(
+        student_nb, {0: solution[0], 1: solution[1], 2: "import time\nwhile True:\n    time.sleep(0.1)"}
+    )
