@@ -6,7 +6,7 @@
 #   a Chromium-family browser  prints the book's PDF and runs the browser test (tests/tools/test_site.py);
 #                              course_embed/tools/browser.py finds chromium or Chrome, or $COURSE_EMBED_BROWSER
 #   npm                        fetches the site's MathJax, widget scripts and icon font at its first build, and
-#                              axe-core for the accessibility test (course_embed/tools/site.py)
+#                              axe-core for the accessibility test (course_embed/tools/assets.py)
 #   fonts-wqy-microhei         a CJK font, so the glossary's Chinese shows in the screenshots and the PDF
 #   bubblewrap                 the sandbox that grading runs learners' notebooks in (Linux only)
 #

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from course_embed import MultilingualEmbedding, TokenEmbedding, TransformerEmbedding
-from course_embed.lab import fusion, token_embedding
+from course_embed.lab import fusion, fusion_figures, token_embedding
 
 
 def test_max_abs_difference_broadcasts_in_float64():
@@ -269,7 +269,7 @@ def png_bytes(fig: Figure) -> bytes:
 def test_fusion_probe_figure_draws_the_given_accuracies():
     d = [16, 64, 256]
     acc = {"add": [0.2, 0.5, 0.8], "concat": [1.0, 1.0, 1.0]}
-    fig = fusion.plot_fusion_probe(d, acc, chance=1 / 64)
+    fig = fusion_figures.plot_fusion_probe(d, acc, chance=1 / 64)
     assert isinstance(fig, Figure)
     lines = fig.axes[0].get_lines()
     assert [list(line.get_ydata()) for line in lines[:2]] == [acc["add"], acc["concat"]]
@@ -289,12 +289,12 @@ def test_fusion_probe_figure_draws_the_given_accuracies():
 )
 def test_fusion_probe_figure_bad_input(d, acc, match):
     with pytest.raises(ValueError, match=match):
-        fusion.plot_fusion_probe(d, acc, chance=0.1)
+        fusion_figures.plot_fusion_probe(d, acc, chance=0.1)
 
 
 def test_dropout_average_figure_is_log_log_with_both_series():
     n, measured, predicted = [1, 10, 100], [0.2, 0.07, 0.02], [0.2, 0.075, 0.025]
-    fig = fusion.plot_dropout_average(n, measured, predicted)
+    fig = fusion_figures.plot_dropout_average(n, measured, predicted)
     ax = fig.axes[0]
     assert ax.get_xscale() == ax.get_yscale() == "log"
     assert [list(line.get_ydata()) for line in ax.get_lines()] == [predicted, measured]
@@ -311,34 +311,34 @@ def test_dropout_average_figure_is_log_log_with_both_series():
 )
 def test_dropout_average_figure_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
-        fusion.plot_dropout_average(*args)
+        fusion_figures.plot_dropout_average(*args)
 
 
 def test_cosine_histograms_figure():
     values = torch.tensor([-0.5, 0.0, 0.1, 0.2])
-    fig = fusion.plot_cosine_histograms({16: values})
+    fig = fusion_figures.plot_cosine_histograms({16: values})
     ax = fig.axes[0]
     assert ax.get_xlabel() == "cos(token vector, position vector)"
     assert sorted(x for line in ax.lines for x in line.get_xdata()) == pytest.approx(
         [-fusion.expected_abs_cosine(16)] * 2 + [fusion.expected_abs_cosine(16)] * 2
     )
     with pytest.raises(ValueError, match="cosines is empty"):
-        fusion.plot_cosine_histograms({})
+        fusion_figures.plot_cosine_histograms({})
 
 
 def test_plot_bars_heights_and_labels():
-    fig = fusion.plot_bars({"g1": {"a": 1.0, "b": 2.0}, "g2": {"a": 3.0, "b": 4.0}}, "y", "t")
+    fig = fusion_figures.plot_bars({"g1": {"a": 1.0, "b": 2.0}, "g2": {"a": 3.0, "b": 4.0}}, "y", "t")
     ax = fig.axes[0]
     heights = sorted(round(p.get_height(), 6) for p in ax.patches)
     assert heights == [1.0, 2.0, 3.0, 4.0] and ax.get_ylabel() == "y"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["g1", "g2"]
     with pytest.raises(ValueError, match="same bar labels|bar labels"):
-        fusion.plot_bars({"g1": {"a": 1.0}, "g2": {"b": 1.0}}, "y", "t")
+        fusion_figures.plot_bars({"g1": {"a": 1.0}, "g2": {"b": 1.0}}, "y", "t")
 
 
 def test_plot_pad_influence():
-    fig = fusion.plot_pad_influence([1, 2, 4], [0.1, 0.2, 0.3], [0.0, 0.0, 0.0])
+    fig = fusion_figures.plot_pad_influence([1, 2, 4], [0.1, 0.2, 0.3], [0.0, 0.0, 0.0])
     ax = fig.axes[0]
     assert ax.lines[0].get_ydata().tolist() == [0.1, 0.2, 0.3] and ax.get_xscale() == "log"
     with pytest.raises(ValueError, match="masked must hold 3"):
-        fusion.plot_pad_influence([1, 2, 4], [0.1, 0.2, 0.3], [0.0])
+        fusion_figures.plot_pad_influence([1, 2, 4], [0.1, 0.2, 0.3], [0.0])

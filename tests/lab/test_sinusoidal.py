@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from course_embed import sinusoidal_table
-from course_embed.lab import sinusoidal
+from course_embed.lab import pair_animation, sinusoidal
 
 
 def closed_form(length, d, base=10000.0, offset=0):
@@ -288,7 +288,7 @@ def test_unseen_angles_figure():
 
 
 def test_pair_circles_update_points_at_the_table_row():
-    fig, update = sinusoidal.pair_circles(d_model=16, pairs=(0, 3), base=10000.0)
+    fig, update = pair_animation.pair_circles(d_model=16, pairs=(0, 3), base=10000.0)
     row = sinusoidal_table(1, 16, offset=23)[0]
     hands = update(23)
     for hand, i in zip(hands, (0, 3), strict=False):
@@ -300,20 +300,20 @@ def test_pair_circles_update_points_at_the_table_row():
 
 def test_animation_has_one_frame_per_position_a_stable_id_and_closes_its_figure():
     before = plt.get_fignums()
-    html = sinusoidal.animate_pairs(d_model=16, pairs=(0, 1), positions=5, name="demo_anim", colors=8)
+    html = pair_animation.animate_pairs(d_model=16, pairs=(0, 1), positions=5, name="demo_anim", colors=8)
     assert plt.get_fignums() == before
     frames = re.findall(r'frames\[(\d+)\] = "data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert [i for i, _ in frames] == ["0", "1", "2", "3", "4"]
     assert "new Array(5)" in html and "anim_imgdemo_anim" in html and "animdemo_anim" in html
     assert not re.search(r"[0-9a-f]{32}", html)  # to_jshtml's random uuid is gone
-    assert sinusoidal.animate_pairs(d_model=16, pairs=(0, 1), positions=5, name="demo_anim", colors=8) == html
+    assert pair_animation.animate_pairs(d_model=16, pairs=(0, 1), positions=5, name="demo_anim", colors=8) == html
     image = Image.open(io.BytesIO(base64.b64decode(frames[3][1])))
     assert image.mode == "P" and len(image.getcolors()) <= 8  # a palette PNG
     assert image.size[0] >= 2 * 216  # 144 dpi: twice the pixels of the 72-dpi version
 
 
 def test_pair_circles_trail_holds_the_earlier_positions():
-    fig, update = sinusoidal.pair_circles(d_model=16, pairs=(2,))
+    fig, update = pair_animation.pair_circles(d_model=16, pairs=(2,))
     update(6)
     trail = fig.axes[0].lines[0]
     table = sinusoidal_table(6, 16)
@@ -356,10 +356,10 @@ def test_score_terms_figure_uses_one_colour_scale():
     [
         (lambda: sinusoidal.plot_heatmap(d_model=8, dims=16), r"dims must lie in \[2, d_model=8\]"),
         (lambda: sinusoidal.plot_explorer(positions=1), "positions must be >= 2"),
-        (lambda: sinusoidal.pair_circles(d_model=8, pairs=(4,)), r"pairs must be indices in \[0, d_model/2 = 4\)"),
-        (lambda: sinusoidal.animate_pairs(name="my-anim"), "JavaScript identifier"),
-        (lambda: sinusoidal.animate_pairs(positions=0), "positions must be >= 1"),
-        (lambda: sinusoidal.animate_pairs(colors=1), r"colors must be in \[2, 256\]"),
+        (lambda: pair_animation.pair_circles(d_model=8, pairs=(4,)), r"pairs must be indices in \[0, d_model/2 = 4\)"),
+        (lambda: pair_animation.animate_pairs(name="my-anim"), "JavaScript identifier"),
+        (lambda: pair_animation.animate_pairs(positions=0), "positions must be >= 1"),
+        (lambda: pair_animation.animate_pairs(colors=1), r"colors must be in \[2, 256\]"),
         (lambda: sinusoidal.plot_offset_scores(torch.zeros(3, 4), 1), "square"),
         (lambda: sinusoidal.plot_score_terms({}), "terms must map"),
     ],

@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from course_embed.tools import browser, site
+from course_embed.tools import assets, browser
 
 from .grading_cases import built_exercises  # noqa: F401 (a session fixture, shared by the grading and exercise tests)
 
 # axe-core, the accessibility engine, run on every page; fetched with npm and cached like the site's own packages.
-AXE = site.Package(
+AXE = assets.Package(
     "axe-core",
     "4.14.1",
     "sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ==",
@@ -42,4 +42,4 @@ def chromium():
 
 @pytest.fixture(scope="module")
 def axe_js() -> Path:
-    return site.fetch(AXE) / "axe.min.js"
+    return assets.fetch(AXE) / "axe.min.js"

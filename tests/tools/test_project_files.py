@@ -288,14 +288,12 @@ def test_workflow_runs_the_readme_commands():
 
 def test_workflow_caches_site_assets_and_keeps_the_site_and_screenshots(monkeypatch):
     job = _workflow()["jobs"]["test"]
-    try:
-        site = importlib.import_module("course_embed.tools.site")
-    except ModuleNotFoundError:
-        site = importlib.import_module("course_embed.site")
+    from course_embed.tools import assets
+
     monkeypatch.delenv("COURSE_EMBED_ASSET_CACHE", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     (cache,) = _uses(job, "actions/cache")
-    assert Path(os.path.expanduser(cache["with"]["path"])) == site.asset_cache()
+    assert Path(os.path.expanduser(cache["with"]["path"])) == assets.asset_cache()
     kept = {step["with"]["path"]: step.get("if") for step in _uses(job, "actions/upload-artifact")}
     assert kept == {"_build/html": "always()", "_build/screenshots": "always()"}
     assert any('ROOT / "_build" / "screenshots"' in p.read_text() for p in ROOT.glob("tests/**/test_site.py")), (

@@ -1,5 +1,4 @@
-"""course_embed.tools.site: packages fetched with npm, verified, cached, copied; the built site loads nothing from
-elsewhere."""
+"""course_embed.tools.assets and site: npm packages fetched, verified, cached, copied; the site loads nothing remote."""
 
 import base64
 import hashlib
@@ -14,15 +13,9 @@ import textwrap
 import nbformat
 import pytest
 
-from course_embed.tools import launch, site
-from course_embed.tools.site import (
-    PACKAGES,
-    AssetError,
-    Package,
-    copy_package,
-    fetch,
-    remote_loads,
-)
+from course_embed.tools import assets, launch, site
+from course_embed.tools.assets import PACKAGES, AssetError, Package, copy_package, fetch
+from course_embed.tools.site import remote_loads
 
 from .test_notebooks import ROOT, toc_files
 
@@ -167,7 +160,7 @@ def test_built_site_serves_its_own_assets(built_site):
     for package in PACKAGES.values():
         meta = json.loads((html / package.url("package.json")).read_text())
         assert (meta["name"], meta["version"]) == (package.name, package.version)
-    assert (html / site.MATHJAX_JS).is_file() and all((html / path).is_file() for path in site.WIDGET_JS)
+    assert (html / assets.MATHJAX_JS).is_file() and all((html / path).is_file() for path in assets.WIDGET_JS)
     assert list((html / PACKAGES["mathjax"].url("es5/output/chtml/fonts/woff-v2")).glob("*.woff"))
     pages = [p for p in html.rglob("*.html") if p.relative_to(html).parts[0] not in {"_static", "_sources", "_vendor"}]
     assert pages

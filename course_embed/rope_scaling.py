@@ -1,0 +1,244 @@
+"""RoPE context extension: the frequencies and attention factors of each ``rope_scaling`` type.
+
+Shapes: ``h_d`` head dim (even), ``p = h_d / 2`` rotation pairs; frequencies are ``(p,)`` float64 tensors.
+
+The types, with the key names model configs use: ``"linear"`` position interpolation (Chen et al., 2023), ``"ntk"``
+NTK-aware base scaling (bloc97, 2023), ``"dynamic"`` NTK (emozilla, 2023), ``"yarn"`` (Peng et al., 2024, with
+DeepSeek's ``mscale`` options), ``"llama3"`` and ``"longrope"`` (Ding et al., 2024). The formulas follow Hugging Face
+``transformers.modeling_rope_utils``, against which ``tests/test_oracles.py`` checks them.
+:class:`course_embed.rotary.RotaryEmbedding` applies them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+#: rope_type -> (required keys, optional keys) of a ``rope_scaling`` dict.
+ROPE_SCALINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "default": ((), ()),
+    "linear": (("factor",), ()),
+    "ntk": (("factor",), ()),
+    "dynamic": (("factor", "original_max_position_embeddings"), ()),
+    "yarn": (
+        ("factor", "original_max_position_embeddings"),
+        ("beta_fast", "beta_slow", "attention_factor", "truncate", "mscale", "mscale_all_dim"),
+    ),
+    "llama3": (("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"), ()),
+    "longrope": (("factor", "original_max_position_embeddings", "long_factor", "short_factor"), ("attention_factor",)),
+}
+
+
+def _check_head_dim(head_dim: int) -> None:
+    if not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2:
+        raise ValueError(f"head_dim must be a positive even integer (RoPE rotates pairs of dims), got {head_dim}")
+
+
+def _check_base(base: float) -> None:
+    if not base > 1:
+        raise ValueError(f"base must be greater than 1, got {base}")
+
+
+def _rope_type(rope_scaling: dict | None) -> str:
+    scaling = rope_scaling or {}
+    return scaling.get("rope_type", scaling.get("type", "default"))
+
+
+def rope_frequencies(head_dim: int, base: float = 10000.0, *, dtype=torch.float64, device=None) -> torch.Tensor:
+    """Angular frequencies ``theta_i = base**(-2i/h_d)`` of the ``p`` pairs, shape ``(p,)``, fastest first."""
+    _check_head_dim(head_dim)
+    _check_base(base)
+    return base ** -(torch.arange(0, head_dim, 2, dtype=dtype, device=device) / head_dim)
+
+
+def ntk_base(base: float, head_dim: int, factor: float) -> float:
+    """NTK-aware scaling: the base ``base * factor**(h_d / (h_d - 2))``.
+
+    The fastest pair keeps its frequency (``i = 0``) and the slowest is slowed down by exactly ``factor``, so
+    high frequencies extrapolate and low frequencies interpolate, with a geometric blend in between.
+    """
+    if head_dim <= 2:
+        raise ValueError(f"NTK scaling needs head_dim > 2 (the exponent is h_d / (h_d - 2)), got {head_dim}")
+    return base * factor ** (head_dim / (head_dim - 2))
+
+
+def dynamic_ntk_base(
+    base: float, head_dim: int, factor: float, seq_len: int, original_max_position_embeddings: int
+) -> float:
+    """Dynamic NTK: the base for a sequence of ``seq_len`` tokens (as ``_compute_dynamic_ntk_parameters``).
+
+    ``base * (factor * L / L0 - (factor - 1))**(h_d / (h_d - 2))`` with ``L = max(seq_len, L0)``: plain RoPE up to
+    the original length ``L0``, then a base that grows with the current length.
+    """
+    if head_dim <= 2:
+        raise ValueError(f"NTK scaling needs head_dim > 2 (the exponent is h_d / (h_d - 2)), got {head_dim}")
+    original = original_max_position_embeddings
+    length = max(seq_len, original)
+    return base * (factor * length / original - (factor - 1)) ** (head_dim / (head_dim - 2))
+
+
+def yarn_attention_factor(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's default attention factor ``0.1 mscale ln(factor) + 1`` (1 for ``factor <= 1``).
+
+    It multiplies cos and sin, so the attention logits grow by its square, the paper's ``1/t``. DeepSeek's
+    configs set ``mscale`` and ``mscale_all_dim``; the factor is then the ratio of the two (see
+    :func:`rope_parameters`).
+    """
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def yarn_ramp(
+    head_dim: int,
+    base: float,
+    original_max_position_embeddings: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    truncate: bool = True,
+) -> torch.Tensor:
+    """YaRN's interpolation ramp ``gamma_i`` in ``[0, 1]`` per pair, ``(p,)`` float64, fastest pair first.
+
+    Pair ``i`` turns ``r_i = L0 theta_i / (2 pi)`` times over the original length ``L0``. Pairs that turn more than
+    ``beta_fast`` times keep their frequency (``gamma = 0``), pairs that turn less than ``beta_slow`` times are
+    interpolated by ``factor`` (``gamma = 1``), and the pair index is ramped linearly in between. The bounds are
+    the pair indices where ``r = beta``, floored and ceiled when ``truncate`` (the reference code).
+    """
+    _check_head_dim(head_dim)
+
+    def pair_index(rotations: float) -> float:  # solve L0 * base**(-2i/h_d) / (2 pi) = rotations for i
+        return head_dim * math.log(original_max_position_embeddings / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = pair_index(beta_fast), pair_index(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001  # avoid 0/0, as the reference code does
+    i = torch.arange(head_dim // 2, dtype=torch.float64)
+    return ((i - low) / (high - low)).clamp(0, 1)
+
+
+def yarn_frequencies(
+    head_dim: int,
+    base: float,
+    factor: float,
+    original_max_position_embeddings: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    truncate: bool = True,
+) -> torch.Tensor:
+    """YaRN ("NTK-by-parts") frequencies ``(p,)`` float64: ``theta_i ((1 - gamma_i) + gamma_i / factor)``."""
+    gamma = yarn_ramp(head_dim, base, original_max_position_embeddings, beta_fast, beta_slow, truncate)
+    theta = rope_frequencies(head_dim, base)
+    return theta * (1 - gamma) + theta / factor * gamma
+
+
+def llama3_frequencies(
+    head_dim: int,
+    base: float,
+    factor: float,
+    original_max_position_embeddings: int,
+    low_freq_factor: float,
+    high_freq_factor: float,
+) -> torch.Tensor:
+    """Llama 3.1's frequencies ``(p,)`` float64: keep short wavelengths, interpolate long ones, blend between.
+
+    With wavelength ``lambda_i = 2 pi / theta_i`` and ``L0`` the original length: ``lambda < L0 / high_freq_factor``
+    keeps ``theta_i``; ``lambda > L0 / low_freq_factor`` gives ``theta_i / factor``; in between, with
+    ``a = (L0 / lambda - low_freq_factor) / (high_freq_factor - low_freq_factor)``, ``(1 - a) theta_i / factor +
+    a theta_i``: the same blend as YaRN, but ramped in ``L0 / lambda`` (turns) instead of the pair index.
+    """
+    if not 0 < low_freq_factor < high_freq_factor:
+        raise ValueError(
+            f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low_freq_factor} and {high_freq_factor}"
+        )
+    theta = rope_frequencies(head_dim, base)
+    turns = original_max_position_embeddings / (2 * math.pi / theta)  # L0 / wavelength
+    blend = ((turns - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
+    return theta / factor * (1 - blend) + theta * blend
+
+
+def rope_parameters(
+    head_dim: int, base: float = 10000.0, rope_scaling: dict | None = None, seq_len: int | None = None
+) -> tuple[torch.Tensor, float]:
+    """Frequencies ``(p,)`` (float64) and attention factor for a model config's ``rope_scaling``.
+
+    Args:
+        head_dim: ``h_d`` (even).
+        base: ``rope_theta``.
+        rope_scaling: ``None`` for plain RoPE, or a dict with ``"rope_type"`` (or the older ``"type"``) in
+            :data:`ROPE_SCALINGS` and its keys: ``factor`` (>= 1); ``original_max_position_embeddings`` (the
+            training length ``L0``); for YaRN optionally ``beta_fast`` (32), ``beta_slow`` (1), ``truncate``
+            (True) and ``attention_factor`` (default :func:`yarn_attention_factor`, or with ``mscale`` and
+            ``mscale_all_dim`` the ratio ``yarn_attention_factor(factor, mscale) / yarn_attention_factor(factor,
+            mscale_all_dim)``); for llama3 ``low_freq_factor`` and ``high_freq_factor``
+            (:func:`llama3_frequencies`); for LongRoPE ``short_factor`` and ``long_factor`` (``p`` divisors of the
+            frequencies, the long ones used past ``L0``) and ``attention_factor`` (default
+            ``sqrt(1 + ln(factor) / ln(L0))``).
+        seq_len: current sequence length, used by ``"dynamic"`` and ``"longrope"`` only.
+
+    Linear interpolation divides the frequencies by ``factor``, which is the same as dividing positions by it.
+    """
+    rope_type = _rope_type(rope_scaling)
+    scaling = {key: value for key, value in (rope_scaling or {}).items() if key not in ("rope_type", "type")}
+    if rope_type not in ROPE_SCALINGS:
+        raise ValueError(f"rope_scaling['rope_type'] must be one of {tuple(ROPE_SCALINGS)}, got {rope_type!r}")
+    required, optional = ROPE_SCALINGS[rope_type]
+    missing = [key for key in required if key not in scaling]
+    unknown = [key for key in scaling if key not in required + optional]
+    if missing or unknown:
+        raise ValueError(
+            f"rope_scaling of type {rope_type!r} needs the keys {required} and accepts {optional}; "
+            f"missing {missing}, unknown {unknown}"
+        )
+    factor = float(scaling.get("factor", 1.0))
+    if factor < 1:
+        raise ValueError(f"rope_scaling['factor'] must be >= 1 (new length / training length), got {factor}")
+    original = scaling.get("original_max_position_embeddings", 1)
+    if not isinstance(original, int) or original < 1:
+        raise ValueError(
+            f"rope_scaling['original_max_position_embeddings'] must be a positive integer (the "
+            f"training length), got {original!r}"
+        )
+    if rope_type == "default":
+        return rope_frequencies(head_dim, base), 1.0
+    if rope_type == "linear":
+        return rope_frequencies(head_dim, base) / factor, 1.0
+    if rope_type == "ntk":
+        return rope_frequencies(head_dim, ntk_base(base, head_dim, factor)), 1.0
+    if rope_type == "dynamic":
+        return rope_frequencies(head_dim, dynamic_ntk_base(base, head_dim, factor, seq_len or 0, original)), 1.0
+    if rope_type == "llama3":
+        return llama3_frequencies(
+            head_dim, base, factor, original, float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        ), 1.0
+    attention = scaling.get("attention_factor")
+    if rope_type == "longrope":
+        divisors = scaling["long_factor"] if (seq_len or 0) > original else scaling["short_factor"]
+        if len(divisors) != head_dim // 2:
+            raise ValueError(
+                f"rope_scaling['long_factor'] and ['short_factor'] need head_dim / 2 = "
+                f"{head_dim // 2} values, got {len(divisors)}"
+            )
+        if attention is None:
+            attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+        divisors = torch.tensor(divisors, dtype=torch.float64)
+        return rope_frequencies(head_dim, base) / divisors, float(attention)
+    if attention is None:
+        mscale, mscale_all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
+        attention = (
+            yarn_attention_factor(factor, mscale) / yarn_attention_factor(factor, mscale_all_dim)
+            if mscale and mscale_all_dim
+            else yarn_attention_factor(factor)
+        )
+    attention = float(attention)
+    theta = yarn_frequencies(
+        head_dim,
+        base,
+        factor,
+        original,
+        scaling.get("beta_fast", 32.0),
+        scaling.get("beta_slow", 1.0),
+        scaling.get("truncate", True),
+    )
+    return theta, attention
