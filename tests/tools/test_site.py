@@ -241,14 +241,16 @@ def _problems(reports, check) -> dict[str, list]:
 
 
 def _stored(kind: str) -> dict[str, int]:
-    """Per chapter page: how many widget views or to_jshtml animations its notebook stores."""
+    """Per chapter page: how many widget views or to_jshtml animations its notebook stores and the site shows
+    (a cell tagged ``remove-output`` or ``remove-cell`` keeps its outputs in the notebook, off the page)."""
+    hidden = {"remove-output", "remove-cell"}
     counts = {}
     for entry in toc_files():
         notebook = ROOT / f"{entry}.ipynb"
         if notebook.exists():
-            outputs = [
-                o for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code" for o in c.outputs
-            ]
+            cells = nbformat.read(notebook, as_version=4).cells
+            shown = [c for c in cells if c.cell_type == "code" and not hidden & set(c.metadata.get("tags", []))]
+            outputs = [o for c in shown for o in c.outputs]
             if kind == "widgets":
                 counts[f"{entry}.html"] = sum(WIDGET_VIEW in o.get("data", {}) for o in outputs)
             else:

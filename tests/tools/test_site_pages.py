@@ -21,7 +21,7 @@ CORE = [
     "bloc97ntk2023",
 ]
 # Terms that Chinese texts use untranslated.
-UNTRANSLATED = {"bfloat16", "EmbeddingBag", "padding_idx", "YaRN"}
+UNTRANSLATED = {"bfloat16", "EmbeddingBag", "padding_idx", "YaRN", "torch.compile"}  # names of formats, APIs and methods
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
