@@ -21,7 +21,8 @@ CORE = [
     "bloc97ntk2023",
 ]
 # Terms that Chinese texts use untranslated.
-UNTRANSLATED = {"bfloat16", "EmbeddingBag", "padding_idx", "YaRN", "torch.compile"}  # names of formats, APIs and methods
+# names of formats, APIs and methods, used as they are in Chinese texts too
+UNTRANSLATED = {"bfloat16", "EmbeddingBag", "padding_idx", "YaRN", "torch.compile"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
