@@ -16,7 +16,6 @@ vocabulary, ``n`` the read-out classes.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,8 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .tiny_lm import single_thread
 
 FUSIONS = ("add", "concat", "none")
 
@@ -193,17 +194,6 @@ def _member_init(spec: Spec, vocab_size: int, max_len: int, n_out: int) -> dict[
     for name in ("wq", "wk", "wv", "wo"):
         init[name] = uniform(d, d, d)
     return init | {"w1": uniform(d, d, 4 * d), "w2": uniform(4 * d, 4 * d, d), "wout": uniform(d, d, n_out)}
-
-
-@contextlib.contextmanager
-def single_thread():
-    """Run the block with one intra-op thread (results then do not depend on the machine's thread count)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 Task = Callable[[int, int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
