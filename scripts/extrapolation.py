@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import platform
 import sys
 import time
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     train_ids, valid_ids = corpus.split(data, cfg.valid_fraction)
     jobs = [(cfg, name, seed) for seed in cfg.seeds for name in cfg.models()]
     jobs.sort(key=lambda job: not job[1].startswith("rope-"))  # the long RoPE tasks first
-    start = time.perf_counter()
+    start, load_before = time.perf_counter(), os.getloadavg()[0]
     with multiprocessing.get_context("spawn").Pool(min(args.jobs, len(jobs))) as pool:
         runs = list(tqdm(pool.imap_unordered(_task, jobs), total=len(jobs), desc="models", disable=args.no_progress))
     runs.sort(key=lambda run: (cfg.models().index(run["model"]), run["seed"]))
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         "threads_per_task": 1,
         "jobs": args.jobs,
         "wall_seconds": round(time.perf_counter() - start),
+        "load_average": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},  # 1 minute
+        "cpu_count": os.cpu_count(),
         "corpus": {**corpus.corpus_info(data), "train_bytes": len(train_ids), "valid_bytes": len(valid_ids)},
         "config": config_dict(cfg),
         "models": cfg.models(),

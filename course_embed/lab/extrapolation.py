@@ -32,7 +32,7 @@ from ..alibi import alibi_bias, alibi_slopes
 from ..fusion import TransformerEmbedding
 from ..relative import RelativePositionBias
 from ..rotary import RotaryEmbedding, yarn_attention_factor
-from . import corpus
+from . import corpus, heads
 from .corpus import IGNORE, VOCAB_SIZE
 
 SCHEMES: tuple[str, ...] = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
@@ -46,11 +46,11 @@ class StudyConfig:
     eval_lengths: tuple[int, ...] = (64, 96, 128, 192, 256, 384, 512)
     probe_lengths: tuple[int, ...] = (64, 128, 256, 512)  # copy and passkey tests
     d_model: int = 64
-    n_heads: int = 2
+    n_heads: int = 4
     n_layers: int = 2
-    steps: int = 400
+    steps: int = 3000
     batch_size: int = 16
-    copy_share: int = 4  # one sequence in copy_share is a copy-task sequence
+    copy_share: int = 2  # one sequence in copy_share is a copy-task sequence
     lr: float = 3e-3
     warmup: int = 40
     rope_bases: tuple[float, ...] = (10.0, 100.0, 10000.0)
@@ -104,7 +104,7 @@ class Attention(nn.Module):
     """Causal multi-head self-attention with a pluggable position scheme; ``(b, s, d) -> (b, s, d)``.
 
     ``entropy`` is ``None``, or after a forward with ``keep_entropy`` set, the attention entropy in nats per
-    query, averaged over the batch: ``(h, s)``.
+    query, averaged over the batch: ``(h, s)``; ``weights`` likewise keeps the attention weights ``(b, h, s, s)``.
     """
 
     def __init__(
@@ -117,7 +117,7 @@ class Attention(nn.Module):
         self.rope = RotaryEmbedding(self.head_dim, rope_base, rope_scaling=rope_scaling) if scheme == "rope" else None
         if scheme == "alibi":
             self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
-        self.logit_scale, self.keep_entropy, self.entropy = 1.0, False, None
+        self.logit_scale, self.keep_entropy, self.entropy, self.weights = 1.0, False, None, None
 
     def forward(self, x: torch.Tensor, t5_bias: torch.Tensor | None = None) -> torch.Tensor:
         b, s, d = x.shape
@@ -133,6 +133,7 @@ class Attention(nn.Module):
         weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
         if self.keep_entropy:
             self.entropy = -torch.special.xlogy(weights, weights).sum(-1).mean(0)  # (h, s)
+            self.weights = weights
         return self.out((weights @ v).transpose(1, 2).reshape(b, s, d))
 
 
@@ -278,6 +279,11 @@ def accuracy(model: TinyLM, ids: torch.Tensor, targets: torch.Tensor) -> float:
     return (model(ids).argmax(-1)[keep] == targets[keep]).float().mean().item()
 
 
+def _keep_attention(model: TinyLM, keep: bool) -> None:
+    for attn in model.attentions():
+        attn.keep_entropy, attn.entropy, attn.weights = keep, None, None
+
+
 def _fits(model: TinyLM, length: int, train_len: int) -> bool:
     return model.scheme != "learned" or length <= train_len  # a learned table has no rows past train_len
 
@@ -288,12 +294,14 @@ def measure(model: TinyLM, valid: torch.Tensor, cfg: StudyConfig, full: bool = T
 
     ``loss``: mean held-out loss (nats per byte). ``passkey`` / ``passkey_control``: digit accuracy with the key
     present / replaced. With ``full``: ``position_loss`` (loss per 16-token bin at the longest length that fits),
-    ``copy_fixed`` / ``copy_growing`` (accuracy, periods ``[L/8, L/2]`` / ``[s/8, s/2]``) and ``entropy`` (mean
-    attention entropy of the last 16 queries, all layers and heads, nats).
+    ``copy_fixed`` / ``copy_growing`` (accuracy, periods ``[L/8, L/2]`` / ``[s/8, s/2]``), ``induction`` /
+    ``previous`` (per probe length, ``[layer][head]`` weight on the induction target / previous token in the
+    fixed-distance copy rows, :func:`~course_embed.lab.heads.head_roles`) and ``entropy`` (mean attention entropy
+    of the last 16 queries, all layers and heads, nats).
     """
     out: dict = {"loss": [], "passkey": [], "passkey_control": []}
     if full:
-        out.update(position_loss=None, copy_fixed=[], copy_growing=[], entropy=[])
+        out.update(position_loss=None, copy_fixed=[], copy_growing=[], induction=[], previous=[], entropy=[])
     for n in cfg.eval_lengths:
         if not _fits(model, n, cfg.train_len):
             out["loss"].append(None)
@@ -305,15 +313,15 @@ def measure(model: TinyLM, valid: torch.Tensor, cfg: StudyConfig, full: bool = T
         out["loss"].append(losses.mean().item())
         if full:
             out["position_loss"] = losses.mean(0).view(-1, 16).mean(1).tolist()
-            for attn in model.attentions():
-                attn.keep_entropy = True
+            _keep_attention(model, True)
             token_losses(model, ids[-8:], targets[-8:])  # one chunk: entropy of the last 8 windows
             out["entropy"].append(torch.stack([a.entropy[:, -16:].mean() for a in model.attentions()]).mean().item())
-            for attn in model.attentions():
-                attn.keep_entropy, attn.entropy = False, None
+            _keep_attention(model, False)
     for n in cfg.probe_lengths:
         if not _fits(model, n, cfg.train_len):
-            for key in ("passkey", "passkey_control") + (("copy_fixed", "copy_growing") if full else ()):
+            for key in ("passkey", "passkey_control") + (
+                ("copy_fixed", "copy_growing", "induction", "previous") if full else ()
+            ):
                 out[key].append(None)
             continue
         g = torch.Generator().manual_seed(1000 + n)  # the same probes for every model
@@ -322,8 +330,13 @@ def measure(model: TinyLM, valid: torch.Tensor, cfg: StudyConfig, full: bool = T
             accuracy(model, *corpus.passkey_batch(valid, cfg.probe_sequences, n, g, control=True))
         )
         if full:
-            fixed = (cfg.train_len // 8, cfg.train_len // 2)
-            out["copy_fixed"].append(accuracy(model, *corpus.repeat_batch(cfg.probe_sequences, n, g, fixed)))
+            fixed = corpus.repeat_batch(cfg.probe_sequences, n, g, (cfg.train_len // 8, cfg.train_len // 2))
+            _keep_attention(model, True)
+            out["copy_fixed"].append(accuracy(model, *fixed))
+            roles = [heads.head_roles(a.weights, fixed[0]) for a in model.attentions()]  # per layer: two (h,)
+            out["induction"].append([on_target.tolist() for on_target, _ in roles])
+            out["previous"].append([on_previous.tolist() for _, on_previous in roles])
+            _keep_attention(model, False)
             out["copy_growing"].append(accuracy(model, *corpus.repeat_batch(cfg.probe_sequences, n, g)))
     return out
 
@@ -333,7 +346,9 @@ def extensions(cfg: StudyConfig) -> dict[str, tuple[dict | None, float, bool]]:
 
     ``linear`` (PI), ``ntk``, ``dynamic`` (HF's formula with ``factor = 1``, so its scale is the current length
     over the training length) and ``yarn`` are the package's; the YaRN ablations split it into its ramp alone
-    (``attention_factor = 1``) and its temperature alone (plain RoPE, scores times ``(0.1 ln s + 1)**2``).
+    (``attention_factor = 1``) and its temperature alone (plain RoPE, scores times ``(0.1 ln s + 1)**2``), and
+    narrow its ramp (``beta_fast = 4`` instead of 32: pairs that turn at least 4 times in ``L`` keep their
+    frequency).
     """
     s, L = float(cfg.extension_factor), cfg.train_len
     temperature = yarn_attention_factor(s) ** 2
@@ -349,6 +364,11 @@ def extensions(cfg: StudyConfig) -> dict[str, tuple[dict | None, float, bool]]:
             False,
         ),
         "yarn_temperature_only": (None, temperature, False),
+        "yarn_short_ramp": (
+            {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L, "beta_fast": 4.0},
+            1.0,
+            False,
+        ),
     }
 
 
