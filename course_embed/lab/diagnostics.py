@@ -1,4 +1,5 @@
-"""Reading chapter 5's results file: per-model arrays over seeds, their spread, and RoPE's angle coverage.
+"""Reading chapter 5's results file: per-model arrays over seeds, their spread, the heads that copy, and RoPE's
+angle coverage.
 
 Shapes: ``n`` seeds, ``k`` lengths (``eval_lengths`` or ``probe_lengths`` of the study's config), ``p`` RoPE pairs.
 Missing values (a learned table past its length) are NaN.
@@ -39,6 +40,21 @@ def per_extension(results: dict, key: str, phase: str) -> dict[str, np.ndarray]:
     return {
         m: _array([r["extension"][m][phase][key] for r in runs]) for m in methods if phase in runs[0]["extension"][m]
     }
+
+
+def tracked_head(results: dict, key: str, layer: int) -> dict[str, np.ndarray]:
+    """``{model: (n, k) array}``: per seed, the head of ``layer`` with the largest ``key`` (``"induction"`` or
+    ``"previous"``) at the first probe length (the training length), followed across the probe lengths."""
+    out = {}
+    for model in results["models"]:
+        runs = sorted((r for r in results["runs"] if r["model"] == model), key=lambda r: r["seed"])
+        rows = []
+        for run in runs:
+            values = [np.full(len(run[key][0][layer]), np.nan) if v is None else np.array(v[layer]) for v in run[key]]
+            head = int(np.argmax(values[0]))
+            rows.append([v[head] for v in values])
+        out[model] = np.array(rows, dtype=float)
+    return out
 
 
 def spread(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

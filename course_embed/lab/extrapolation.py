@@ -347,8 +347,8 @@ def extensions(cfg: StudyConfig) -> dict[str, tuple[dict | None, float, bool]]:
     ``linear`` (PI), ``ntk``, ``dynamic`` (HF's formula with ``factor = 1``, so its scale is the current length
     over the training length) and ``yarn`` are the package's; the YaRN ablations split it into its ramp alone
     (``attention_factor = 1``) and its temperature alone (plain RoPE, scores times ``(0.1 ln s + 1)**2``), and
-    narrow its ramp (``beta_fast = 4`` instead of 32: pairs that turn at least 4 times in ``L`` keep their
-    frequency).
+    move its ramp: ``beta_fast = 2`` (default 32) keeps every pair that turns at least twice in ``L``,
+    ``beta_slow = 0.1`` (default 1) interpolates fully only the pairs that turn less than a tenth of a turn.
     """
     s, L = float(cfg.extension_factor), cfg.train_len
     temperature = yarn_attention_factor(s) ** 2
@@ -364,11 +364,14 @@ def extensions(cfg: StudyConfig) -> dict[str, tuple[dict | None, float, bool]]:
             False,
         ),
         "yarn_temperature_only": (None, temperature, False),
-        "yarn_short_ramp": (
-            {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L, "beta_fast": 4.0},
-            1.0,
-            False,
-        ),
+        **{
+            f"yarn_{name}_{value:g}": (
+                {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L, name: value},
+                1.0,
+                False,
+            )
+            for name, value in (("beta_fast", 2.0), ("beta_slow", 0.1))
+        },
     }
 
 

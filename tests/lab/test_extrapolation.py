@@ -133,6 +133,12 @@ def test_extension_methods_and_the_yarn_ablations():
     ntk, _ = rope_parameters(head_dim, cfg.extension_base, methods["ntk"][0])
     torch.testing.assert_close(dynamic, ntk, rtol=1e-12, atol=0)  # factor 1: dynamic at 4L is NTK with factor 4
     assert not torch.equal(ramp, plain)
+    turns = cfg.train_len * plain / (2 * math.pi)  # turns of each pair over the training length
+    fast, _ = rope_parameters(head_dim, cfg.extension_base, methods["yarn_beta_fast_2"][0])
+    slow, _ = rope_parameters(head_dim, cfg.extension_base, methods["yarn_beta_slow_0.1"][0])
+    assert torch.equal(fast[turns >= 2], plain[turns >= 2]) and not torch.equal(ramp[turns >= 2], plain[turns >= 2])
+    torch.testing.assert_close(slow[turns < 0.1], plain[turns < 0.1] / 4, rtol=1e-12, atol=0)
+    assert (slow[(turns >= 0.1) & (turns < 1)] > ramp[(turns >= 0.1) & (turns < 1)]).all()  # interpolated less
 
 
 def test_measure_skips_a_learned_table_past_its_length():
