@@ -295,7 +295,7 @@ def measure(model: TinyLM, valid: torch.Tensor, cfg: StudyConfig, full: bool = T
     ``loss``: mean held-out loss (nats per byte). ``passkey`` / ``passkey_control``: digit accuracy with the key
     present / replaced. With ``full``: ``position_loss`` (loss per 16-token bin at the longest length that fits),
     ``copy_fixed`` / ``copy_growing`` (accuracy, periods ``[L/8, L/2]`` / ``[s/8, s/2]``), ``induction`` /
-    ``previous`` (per probe length, ``[layer][head]`` weight on the induction target / previous token in the
+    ``previous`` (per probe length, ``[layer][head]`` weight on the induction targets / previous token in the
     fixed-distance copy rows, :func:`~course_embed.lab.heads.head_roles`) and ``entropy`` (mean attention entropy
     of the last 16 queries, all layers and heads, nats).
     """

@@ -41,13 +41,20 @@ def test_head_roles_scores_the_two_mechanisms_apart():
     torch.testing.assert_close(on_previous, torch.tensor([0.0, 1.0], dtype=torch.float64))
 
 
-def test_head_roles_of_uniform_attention_is_the_mean_of_one_over_keys():
+def test_head_roles_counts_every_earlier_repeat_of_the_target():
     gen = torch.Generator().manual_seed(2)
-    ids, _ = corpus.repeat_batch(3, 24, gen, (5, 5))
-    s = 24
-    weights = torch.tril(torch.ones(s, s, dtype=torch.float64))
-    weights = (weights / weights.sum(-1, keepdim=True)).expand(3, 2, s, s)
+    ids, _ = corpus.repeat_batch(3, 24, gen, (5, 7))
+    b, s = ids.shape
+    weights = torch.rand(b, 2, s, s, generator=gen, dtype=torch.float64).tril()
+    weights = weights / weights.sum(-1, keepdim=True)
     on_target, on_previous = head_roles(weights, ids)
-    expected = torch.tensor([1 / (t + 1) for t in range(5, s)], dtype=torch.float64).mean()
-    torch.testing.assert_close(on_target, expected.expand(2))
-    torch.testing.assert_close(on_previous, expected.expand(2))
+    p = periods(ids)
+    target, previous, count = torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64), 0
+    for n in range(b):  # the definition, one query at a time
+        for t in range(int(p[n]), s - 1):
+            keys = [j for j in range(t + 1) if ids[n, j] == ids[n, t + 1]]
+            target += weights[n, :, t, keys].sum(-1)
+            previous += weights[n, :, t, t - 1]
+            count += 1
+    torch.testing.assert_close(on_target, target / count)
+    torch.testing.assert_close(on_previous, previous / count)
