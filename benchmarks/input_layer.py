@@ -89,11 +89,15 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
     eager, gather = table.row("package").seconds, table.row("gather").seconds
     mid, low, high = table.ratio_ci("textbook", "package")
     noise = table.ratio_ci("textbook", "textbook'")
+    extra = nbytes / (4 * 2 * b * s * d)  # a one-pass layer's minimum bytes over the gather's
+    bound = table.row("textbook").seconds / (extra * gather)
     lines = [
         table.format(),
         f"noise floor: textbook / textbook' = {noise[0]:.2f}x [{noise[1]:.2f}, {noise[2]:.2f}]",
         f"package eager: {mid:.2f}x textbook [{low:.2f}, {high:.2f}] (goal >= 2), "
         f"{eager / gather:.2f}x the bare gather's time (goal <= 1.5)",
+        f"a one-pass layer moving its {extra:.3f}x the gather's bytes at the gather's rate: "
+        f"{bound:.2f}x textbook, {extra:.2f}x the gather's time",
     ]
     if compiled_too:
         lines.append(
