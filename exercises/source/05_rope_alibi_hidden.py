@@ -93,7 +93,7 @@ def extended_frequencies_match_reference(extended_frequencies):
         [run(extended_frequencies, 16, 10000.0, 2.0, bad) for bad in ("yarn", "quadratic")]
     import course_embed as ce
     outs = iter(got)
-    for (d, base, factor) in EXTEND_GRID:
+    for d, base, factor in EXTEND_GRID:
         for m in METHODS:
             label = f"extended_frequencies({d}, {base}, {factor}, {m!r})"
             freqs = next(outs).tensor(label, shape=(d // 2,), dtype=torch.float64)

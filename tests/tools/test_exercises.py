@@ -104,8 +104,12 @@ def _solved(built, extra: str = "") -> dict:
     return namespace
 
 
-WRONG = [(name, q, label) for name, by_question in WRONG_ANSWERS.items() for q, wrong in by_question.items()
-         for label in wrong]
+WRONG = [
+    (name, q, label)
+    for name, by_question in WRONG_ANSWERS.items()
+    for q, wrong in by_question.items()
+    for label in wrong
+]
 
 
 @pytest.mark.parametrize("name, question, label", WRONG, ids=[f"{n[:2]}-{q}-{label}" for n, q, label in WRONG])

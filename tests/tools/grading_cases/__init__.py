@@ -79,28 +79,23 @@ _FREQUENCIES = (
 WRONG_ANSWERS = {
     "05_rope_alibi": {
         "q4": {
-            "NTK with the exponent d / (d - 1)": _FREQUENCIES
-            + "    if method == 'ntk':\n"
+            "NTK with the exponent d / (d - 1)": _FREQUENCIES + "    if method == 'ntk':\n"
             "        return (base * factor ** (head_dim / (head_dim - 1))) ** (-i / head_dim)\n"
             "    return base ** (-i / head_dim) / factor",
-            "NTK with the base times the factor, no exponent": _FREQUENCIES
-            + "    if method == 'ntk':\n"
+            "NTK with the base times the factor, no exponent": _FREQUENCIES + "    if method == 'ntk':\n"
             "        return (base * factor) ** (-i / head_dim)\n"
             "    return base ** (-i / head_dim) / factor",
-            "interpolation of all but the fastest pair": _FREQUENCIES
-            + "    theta = base ** (-i / head_dim)\n"
+            "interpolation of all but the fastest pair": _FREQUENCIES + "    theta = base ** (-i / head_dim)\n"
             "    if method == 'ntk':\n"
             "        return (base * factor ** (head_dim / (head_dim - 2))) ** (-i / head_dim)\n"
             "    theta[1:] /= factor\n"
             "    return theta",
-            "interpolation of the slow half only": _FREQUENCIES
-            + "    theta = base ** (-i / head_dim)\n"
+            "interpolation of the slow half only": _FREQUENCIES + "    theta = base ** (-i / head_dim)\n"
             "    if method == 'ntk':\n"
             "        return (base * factor ** (head_dim / (head_dim - 2))) ** (-i / head_dim)\n"
             "    theta[head_dim // 4:] /= factor\n"
             "    return theta",
-            "frequencies computed in float32": _FREQUENCIES
-            + "    if method == 'ntk':\n"
+            "frequencies computed in float32": _FREQUENCIES + "    if method == 'ntk':\n"
             "        base = base * factor ** (head_dim / (head_dim - 2))\n"
             "    theta = base ** (-i.float() / head_dim)\n"
             "    return (theta / (factor if method == 'linear' else 1.0)).double()",
