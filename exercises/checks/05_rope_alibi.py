@@ -79,3 +79,40 @@ def recent_weight_of_head_0(recent_weight):
     value = got.number("recent_weight(0)")
     assert abs(value - _recent_weight(0)) <= 0.000051, \
         "recent_weight(0) is off (checked to the 4 decimals asked): which distances, which keys?"
+
+
+METHODS = ("linear", "ntk")
+
+
+def _plain_frequencies(head_dim, base):
+    """RoPE's theta_i = base**(-2i/head_dim), (head_dim // 2,) float64 (the checks may run without course_embed)."""
+    return base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+
+
+@test("q4", points=1)
+def extended_frequencies_give_plain_rope_at_factor_1_and_slow_down_as_asked(extended_frequencies):
+    got = yield [run(extended_frequencies, 8, 10000.0, factor, m) for factor in (1.0, 4.0) for m in METHODS]
+    plain = _plain_frequencies(8, 10000.0)
+    labels = [f"extended_frequencies(8, 10000.0, {factor}, {m!r})" for factor in (1.0, 4.0) for m in METHODS]
+    freqs = [out.tensor(label, shape=(4,), dtype=torch.float64) for label, out in zip(labels, got)]
+    for label, found in zip(labels[:2], freqs[:2]):
+        assert torch.allclose(found, plain, rtol=1e-12, atol=0), \
+            f"{label} must be plain RoPE's frequencies base ** (-2i / head_dim), i = 0, 1, 2, 3, computed in float64"
+    assert torch.allclose(freqs[2], plain / 4, rtol=1e-12, atol=0), \
+        f"{labels[2]}: position interpolation divides every frequency by the factor"
+    ntk = freqs[3]
+    assert math.isclose(ntk[0].item(), 1.0, rel_tol=1e-12) and math.isclose(
+        ntk[-1].item(), plain[-1].item() / 4, rel_tol=1e-12
+    ), f"{labels[3]}: NTK-aware scaling keeps the fastest pair's frequency (1) and divides the slowest by the factor"
+
+
+@test("q4", points=0.5)
+def unchanged_pairs_for_a_narrow_head(unchanged_pairs):
+    got = yield [run(unchanged_pairs, 8, 10000.0, 4.0, m) for m in METHODS]
+    for m, out, expected in zip(METHODS, got, ([], [0])):
+        label = f"unchanged_pairs(8, 10000.0, 4.0, {m!r})"
+        found = out.ok(label)
+        assert isinstance(found, list) and all(type(i) is int for i in found), \
+            f"{label} must return a Python list of ints (tensor.tolist() makes one)"
+        assert found == expected, \
+            f"{label} must be {expected}: which pairs change by less than 10% of their plain frequency?"

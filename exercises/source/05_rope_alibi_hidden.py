@@ -78,3 +78,48 @@ def recent_weight_for_several_heads(recent_weight):
         expected = torch.softmax(bias, dim=-1)[head, 0, -recent:].sum().item()
         assert abs(value - expected) <= 0.000051, \
             f"recent_weight({head}, {heads}, {seq}, {recent}) is off by more than the 4 decimals asked"
+
+
+METHODS = ("linear", "ntk")
+EXTEND_GRID = [(d, base, factor) for d in (4, 6, 16, 64, 128) for base in (10000.0, 500000.0)
+               for factor in (1.0, 2.5, 8.0, 32.0)]
+FORMULAS = {"linear": "theta_i / factor",
+            "ntk": "base' ** (-2i / head_dim) with base' = base * factor ** (head_dim / (head_dim - 2))"}
+
+
+@test("q4", points=1, hidden=True)
+def extended_frequencies_match_reference(extended_frequencies):
+    got = yield [run(extended_frequencies, *case, m) for case in EXTEND_GRID for m in METHODS] + \
+        [run(extended_frequencies, 16, 10000.0, 2.0, bad) for bad in ("yarn", "quadratic")]
+    import course_embed as ce
+    outs = iter(got)
+    for d, base, factor in EXTEND_GRID:
+        for m in METHODS:
+            label = f"extended_frequencies({d}, {base}, {factor}, {m!r})"
+            freqs = next(outs).tensor(label, shape=(d // 2,), dtype=torch.float64)
+            expected, _ = ce.rope_parameters(d, base, {"rope_type": m, "factor": factor})
+            torch.testing.assert_close(freqs, expected, rtol=1e-10, atol=0,
+                                       msg=lambda msg: f"{label} differs from {FORMULAS[m]}: {msg}")
+    for bad in ("yarn", "quadratic"):
+        next(outs).raises(f"extended_frequencies(16, 10000.0, 2.0, {bad!r})", ValueError)
+
+
+# (head_dim, base, factor, method, tolerance); no pair's |theta_i' / theta_i - 1| lies within 1e-3 of its tolerance
+UNCHANGED_CASES = [(128, 10000.0, 8.0, "ntk", 0.1), (64, 500000.0, 2.0, "ntk", 0.05), (16, 10000.0, 4.0, "ntk", 0.2),
+                   (256, 10000.0, 2.0, "ntk", 0.3), (32, 10000.0, 1.0, "ntk", 0.01), (128, 10000.0, 8.0, "linear", 0.1),
+                   (32, 10000.0, 1.5, "linear", 0.5)]
+
+
+@test("q4", points=0.5, hidden=True)
+def unchanged_pairs_match_reference(unchanged_pairs):
+    got = yield [run(unchanged_pairs, *case) for case in UNCHANGED_CASES]
+    import course_embed as ce
+    for (d, base, factor, m, tolerance), out in zip(UNCHANGED_CASES, got):
+        label = f"unchanged_pairs({d}, {base}, {factor}, {m!r}, {tolerance})"
+        found = out.ok(label)
+        assert isinstance(found, list) and all(type(i) is int for i in found), \
+            f"{label} must return a Python list of ints (tensor.tolist() makes one)"
+        ratio = ce.rope_parameters(d, base, {"rope_type": m, "factor": factor})[0] / ce.rope_frequencies(d, base)
+        expected = torch.nonzero((ratio - 1).abs() < tolerance).flatten().tolist()
+        assert found == expected, \
+            f"{label} differs from the pairs with |theta_i' / theta_i - 1| < tolerance, in increasing order"

@@ -1,5 +1,6 @@
 """The exercises as learners get them: generated from their sources and up to date, 2-4 questions with points,
-public checks in the notebook and hidden tests outside it, measurements asked as code, and a site page."""
+public checks in the notebook and hidden tests outside it, measurements asked as code, hidden tests that catch
+plausible wrong answers, and a site page."""
 
 import re
 import shutil
@@ -9,9 +10,9 @@ import pytest
 import yaml
 
 from course_embed.tools.cli import main
-from course_embed.tools.grading import load_suite
+from course_embed.tools.grading import ANSWER_TAG, load_suite, probe
 
-from .grading_cases import EXERCISES, NAMES, ROOT
+from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, solution_answers
 
 #: Each exercise's measurement question and the function that measures (graded by running it).
 MEASUREMENTS = {
@@ -86,6 +87,39 @@ def test_measurement_questions_ask_for_the_code_that_measures(built_exercises, n
     )
     assert re.search(rf"Write\s+`{function}\(", prompt) and "as code" in prompt
     assert "digest" not in built_exercises[name].student.read_text()
+
+
+def _solved(built, extra: str = "") -> dict:
+    """The namespace of the solved notebook (its code cells in order, answers from the solution, grader cells
+    left out), with ``extra`` run last."""
+    student = nbformat.read(built.student, as_version=4)
+    answers = iter(solution_answers(built))
+    sources = [
+        next(answers) if ANSWER_TAG in c.metadata.get("tags", []) else c.source
+        for c in student.cells
+        if c.cell_type == "code" and "grader" not in c.source
+    ]
+    namespace = {}
+    exec("\n\n".join([*sources, extra]), namespace)
+    return namespace
+
+
+WRONG = [
+    (name, q, label)
+    for name, by_question in WRONG_ANSWERS.items()
+    for q, wrong in by_question.items()
+    for label in wrong
+]
+
+
+@pytest.mark.parametrize("name, question, label", WRONG, ids=[f"{n[:2]}-{q}-{label}" for n, q, label in WRONG])
+def test_plausible_wrong_answers_fail_a_hidden_test(built_exercises, name, question, label):
+    tests = [t for t in load_suite(ROOT / "exercises", name).tests if t.question == question]
+    solved = _solved(built_exercises[name])
+    assert [probe.check(t, probe.gather(t, solved)) for t in tests] == [(True, "")] * len(tests)
+    wrong = _solved(built_exercises[name], WRONG_ANSWERS[name][question][label])
+    failed = [t.name for t in tests if t.hidden and not probe.check(t, probe.gather(t, wrong))[0]]
+    assert failed, f"{name} {question}: the wrong answer '{label}' passes every hidden test"
 
 
 def test_site_page_lists_every_exercise_and_the_book_does_not_run_them():

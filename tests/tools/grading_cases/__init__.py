@@ -1,7 +1,8 @@
 """Shared by test_exercises.py and test_grading.py: the exercises built once per run, and submissions made from them.
 
 The student notebooks are built into one folder per test run and shared by xdist workers through a file lock, like
-the book build in conftest.py. :mod:`.cheats` holds the cheating and broken submissions of the grading batch.
+the book build in conftest.py. :mod:`.cheats` holds the cheating and broken submissions of the grading batch;
+:data:`WRONG_ANSWERS` plausible mistakes that the hidden tests must catch.
 """
 
 from __future__ import annotations
@@ -52,9 +53,73 @@ ALIASES = {
     },
     "05_rope_alibi": {
         0: "def rope(x, offset=0, base=10000.0):\n    return ce.RotaryEmbedding(x.shape[-1], base).rotate(x, offset)",
+        3: "def extended_frequencies(head_dim, base, factor, method):\n"
+        "    return ce.rope_parameters(head_dim, base, {'rope_type': method, 'factor': factor})[0]\n"
+        "\n"
+        "def unchanged_pairs(head_dim, base, factor, method, tolerance=0.1):\n"
+        "    ratio = extended_frequencies(head_dim, base, factor, method) / ce.rope_frequencies(head_dim, base)\n"
+        "    return torch.nonzero((ratio - 1).abs() < tolerance).flatten().tolist()",
     },
     "06_optimization": {
         0: "from course_embed.fusion import lookup_add_reference as lookup_add",
+    },
+}
+
+
+_FREQUENCIES = (
+    "def extended_frequencies(head_dim, base, factor, method):\n"
+    "    if method not in ('linear', 'ntk'):\n"
+    "        raise ValueError(f'method must be linear or ntk, got {method!r}')\n"
+    "    i = torch.arange(0, head_dim, 2, dtype=torch.float64)\n"
+)
+
+#: Plausible wrong answers, by exercise and question: code run after the solution's answer cells (so it replaces one
+#: function of a correct notebook). Each must fail at least one hidden test of its question, which
+#: test_exercises.py checks in the test process (the sandbox round trip is test_grading.py's).
+WRONG_ANSWERS = {
+    "05_rope_alibi": {
+        "q4": {
+            "NTK with the exponent d / (d - 1)": _FREQUENCIES + "    if method == 'ntk':\n"
+            "        return (base * factor ** (head_dim / (head_dim - 1))) ** (-i / head_dim)\n"
+            "    return base ** (-i / head_dim) / factor",
+            "NTK with the base times the factor, no exponent": _FREQUENCIES + "    if method == 'ntk':\n"
+            "        return (base * factor) ** (-i / head_dim)\n"
+            "    return base ** (-i / head_dim) / factor",
+            "interpolation of all but the fastest pair": _FREQUENCIES + "    theta = base ** (-i / head_dim)\n"
+            "    if method == 'ntk':\n"
+            "        return (base * factor ** (head_dim / (head_dim - 2))) ** (-i / head_dim)\n"
+            "    theta[1:] /= factor\n"
+            "    return theta",
+            "interpolation of the slow half only": _FREQUENCIES + "    theta = base ** (-i / head_dim)\n"
+            "    if method == 'ntk':\n"
+            "        return (base * factor ** (head_dim / (head_dim - 2))) ** (-i / head_dim)\n"
+            "    theta[head_dim // 4:] /= factor\n"
+            "    return theta",
+            "frequencies computed in float32": _FREQUENCIES + "    if method == 'ntk':\n"
+            "        base = base * factor ** (head_dim / (head_dim - 2))\n"
+            "    theta = base ** (-i.float() / head_dim)\n"
+            "    return (theta / (factor if method == 'linear' else 1.0)).double()",
+            "no error for an unknown method": "def extended_frequencies(head_dim, base, factor, method):\n"
+            "    i = torch.arange(0, head_dim, 2, dtype=torch.float64)\n"
+            "    if method == 'ntk':\n"
+            "        return (base * factor ** (head_dim / (head_dim - 2))) ** (-i / head_dim)\n"
+            "    return base ** (-i / head_dim) / factor",
+            "unchanged pairs by the absolute change": "def unchanged_pairs(head_dim, base, factor, method, "
+            "tolerance=0.1):\n"
+            "    old = extended_frequencies(head_dim, base, 1.0, method)\n"
+            "    new = extended_frequencies(head_dim, base, factor, method)\n"
+            "    return torch.nonzero((new - old).abs() < tolerance).flatten().tolist()",
+            "the pairs that change, not those that stay": "def unchanged_pairs(head_dim, base, factor, method, "
+            "tolerance=0.1):\n"
+            "    old = extended_frequencies(head_dim, base, 1.0, method)\n"
+            "    new = extended_frequencies(head_dim, base, factor, method)\n"
+            "    return torch.nonzero((new / old - 1).abs() >= tolerance).flatten().tolist()",
+            "the count of pairs instead of their indices": "def unchanged_pairs(head_dim, base, factor, method, "
+            "tolerance=0.1):\n"
+            "    old = extended_frequencies(head_dim, base, 1.0, method)\n"
+            "    new = extended_frequencies(head_dim, base, factor, method)\n"
+            "    return int(((new / old - 1).abs() < tolerance).sum())",
+        },
     },
 }
 
