@@ -8,9 +8,9 @@ ALiBi, T5 bias), several seeds each, are trained on CPython's own ``pydoc_data``
 measured at 1x to 8x that length; the RoPE model with the standard base is then extended (position interpolation,
 NTK, dynamic NTK, YaRN and YaRN's two ingredients) zero-shot and after a short fine-tune. See
 ``course_embed/lab/extrapolation.py``. Each (model, seed) task runs in its own process with one thread, so the
-numbers do not depend on ``--jobs``. The shipped run took 28 minutes with the default ``--jobs 2`` on a two-core
-machine (1-minute load average 2.8 at the start, from the run before it, and 1.2 at the end); the file records its
-wall time, core count and load.
+numbers do not depend on ``--jobs``. With the default ``--jobs 2`` on a two-core machine the full study took 28
+minutes with nothing else running, and 32 minutes for the shipped file, while other tests used part of a core for its
+first ten minutes; the file records its wall time, core count and load.
 """
 
 from __future__ import annotations
