@@ -67,7 +67,7 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
         for name in ("two-pass", "compiled"):  # also compiles, before any timing
             if name in variants:
                 torch.testing.assert_close(variants[name](), expected, rtol=1e-6, atol=1e-5)
-        nbytes = bench.embedding_bytes(b, s, d, 4)
+        nbytes, gathered = bench.embedding_bytes(b, s, d, 4), bench.gather_bytes(b, s, d, 4)
         table = bench.compare(
             variants,
             nbytes,
@@ -75,7 +75,7 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
             device=device,
             threads=threads,
             rounds=rounds,
-            variant_bytes={"gather": 4 * 2 * b * s * d, "c-gather": 4 * 2 * b * s * d},
+            variant_bytes={"gather": gathered, "c-gather": gathered},
             title=f"embedding x sqrt(d) + sinusoidal, (b, s, d) = ({b}, {s}, {d}), V = {v}",
         )
         check = bench.compare(
@@ -89,7 +89,7 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
     eager, gather = table.row("package").seconds, table.row("gather").seconds
     mid, low, high = table.ratio_ci("textbook", "package")
     noise = table.ratio_ci("textbook", "textbook'")
-    extra = nbytes / (4 * 2 * b * s * d)  # a one-pass layer's minimum bytes over the gather's
+    extra = nbytes / gathered  # a one-pass layer's minimum bytes over the gather's
     bound = table.row("textbook").seconds / (extra * gather)
     lines = [
         table.format(),

@@ -44,6 +44,11 @@ def embedding_bytes(batch: int, seq: int, d_model: int, itemsize: int) -> int:
     return itemsize * (2 * batch * seq * d_model + seq * d_model)
 
 
+def gather_bytes(batch: int, seq: int, d_model: int, itemsize: int) -> int:
+    """Bytes the bare lookup ``W[ids]`` moves: ``itemsize * 2 b s d`` (read the rows, write the output)."""
+    return itemsize * 2 * batch * seq * d_model
+
+
 def embedding_traffic(batch: int, seq: int, d_model: int, itemsize: int) -> dict[str, int]:
     """Bytes each way of computing ``W[ids] * sqrt(d) + pe`` moves, counting every pass over a ``(b, s, d)`` tensor.
 

@@ -17,6 +17,7 @@ def test_byte_formulas_count_each_tensor_once():
     pe = torch.empty(s, d)
     assert bench.embedding_bytes(b, s, d, 4) == sum(t.numel() * 4 for t in (out, rows, pe))
     assert bench.embedding_bytes(b, s, d, 2) * 2 == bench.embedding_bytes(b, s, d, 4)
+    assert bench.gather_bytes(b, s, d, 4) == sum(t.numel() * 4 for t in (out, rows))
     q = torch.empty(8, 12, 1024, 64)
     cos = sin = torch.empty(1024, 64)
     assert bench.rope_bytes(8, 12, 1024, 64, 4) == 4 * (2 * q.numel() + cos.numel() + sin.numel())
