@@ -23,19 +23,23 @@ def _array(rows: list[list[float | None]]) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
 
 
+def _seed_runs(results: dict, keep) -> list[dict]:
+    """The runs for which ``keep(run)`` is true, in seed order."""
+    return sorted((r for r in results["runs"] if keep(r)), key=lambda r: r["seed"])
+
+
 def per_model(results: dict, key: str) -> dict[str, np.ndarray]:
     """``{model: (n, k) array}`` of measurement ``key`` (``"loss"``, ``"passkey"``, ...), seeds in order."""
-    out = {}
-    for model in results["models"]:
-        runs = sorted((r for r in results["runs"] if r["model"] == model), key=lambda r: r["seed"])
-        out[model] = _array([r[key] for r in runs])
-    return out
+    return {
+        model: _array([r[key] for r in _seed_runs(results, lambda r, m=model: r["model"] == m)])
+        for model in results["models"]
+    }
 
 
 def per_extension(results: dict, key: str, phase: str) -> dict[str, np.ndarray]:
     """``{method: (n, k) array}`` of ``key`` for the extended RoPE model, ``phase`` ``"zero_shot"`` or
     ``"finetuned"`` (methods without that phase are left out)."""
-    runs = sorted((r for r in results["runs"] if "extension" in r), key=lambda r: r["seed"])
+    runs = _seed_runs(results, lambda r: "extension" in r)
     methods = runs[0]["extension"] if runs else {}
     return {
         m: _array([r["extension"][m][phase][key] for r in runs]) for m in methods if phase in runs[0]["extension"][m]
@@ -47,13 +51,11 @@ def tracked_head(results: dict, key: str, layer: int) -> dict[str, np.ndarray]:
     ``"previous"``) at the first probe length (the training length), followed across the probe lengths."""
     out = {}
     for model in results["models"]:
-        runs = sorted((r for r in results["runs"] if r["model"] == model), key=lambda r: r["seed"])
         rows = []
-        for run in runs:
-            values = [np.full(len(run[key][0][layer]), np.nan) if v is None else np.array(v[layer]) for v in run[key]]
-            head = int(np.argmax(values[0]))
-            rows.append([v[head] for v in values])
-        out[model] = np.array(rows, dtype=float)
+        for run in _seed_runs(results, lambda r, m=model: r["model"] == m):
+            head = int(np.argmax(run[key][0][layer]))
+            rows.append([None if v is None else v[layer][head] for v in run[key]])
+        out[model] = _array(rows)
     return out
 
 
