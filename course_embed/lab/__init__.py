@@ -3,9 +3,9 @@
 ``diagram`` (the introduction's map of the input layer), ``token_embedding`` (chapter 1), ``scaling`` (2), ``tiny_lm``
 (the small seeded training runs of chapters 1 and 2), ``probe`` (the linear readers of chapters 2 and 4), ``sinusoidal``
 and ``pair_animation`` (3), ``fusion`` and ``fusion_figures`` (4), ``training`` (the tiny attention models chapters 3
-and 4 train), ``corpus``, ``extrapolation``, ``heads`` and ``diagnostics`` (5: the CPython text and probes, the
-length-generalisation study, what its attention heads do, reading its results), ``optimization``, ``bench`` (the timing
-harness), ``roofline`` and ``profile_step`` (6), ``widgets`` (the explorers readers drive). Each function returns
-numbers or a ``Figure``; the chapters print and show them. The lab imports the library (the layers at the top of
-:mod:`course_embed`), never the other way round.
+and 4 train), ``corpus``, ``decoder``, ``extrapolation``, ``heads`` and ``diagnostics`` (5: the CPython text and probes,
+the study's model, the length-generalisation study, what its attention heads do, reading its results), ``optimization``,
+``bench`` (the timing harness), ``roofline`` and ``profile_step`` (6), ``widgets`` (the explorers readers drive). Each
+function returns numbers or a ``Figure``; the chapters print and show them. The lab imports the library (the layers at
+the top of :mod:`course_embed`), never the other way round.
 """
