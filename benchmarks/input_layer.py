@@ -6,6 +6,7 @@ Variants (forward under torch.inference_mode(), float32):
   textbook    emb(ids) * math.sqrt(d) + pe[:s], nn.Embedding and a precomputed table (three passes, three buffers)
   textbook'   the same callable again: its ratio to textbook is the run's noise floor (1 by construction)
   gather      F.embedding(ids, W) alone: the bare lookup (its GB/s counts its own bytes, 4 * 2 b s d)
+  bag-gather  the same lookup made by F.embedding_bag (bags of one row): the package's kernel without the positions
   package     TransformerEmbedding, default eager path: id check, one embedding_bag over the table's rows and the
               position rows stored after them (one pass)
   two-pass    the package's training path without autograd: gather, then one in-place add with the scale folded in
@@ -50,6 +51,7 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
         "textbook": lambda: emb(ids) * math.sqrt(d) + pe[:s],
         "textbook'": lambda: emb(ids) * math.sqrt(d) + pe[:s],
         "gather": lambda: F.embedding(ids, emb.weight),
+        "bag-gather": lambda: F.embedding_bag(ids.view(-1, 1), emb.weight, mode="sum"),
         "package": lambda: package(ids),
         "two-pass": lambda: _lookup_add(ids, package.token.weight, pe_rows, math.sqrt(d), None),
     }
@@ -62,6 +64,7 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
     with torch.inference_mode():
         expected = emb(ids) * math.sqrt(d) + pe[:s]
         assert torch.equal(package(ids), expected), "the one-pass path must equal the textbook bit for bit"
+        assert torch.equal(variants["bag-gather"]().view(b, s, d), variants["gather"]())
         if compiled_too:
             assert torch.equal(variants["c-gather"](), variants["gather"]())
         for name in ("two-pass", "compiled"):  # also compiles, before any timing
@@ -75,7 +78,7 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
             device=device,
             threads=threads,
             rounds=rounds,
-            variant_bytes={"gather": gathered, "c-gather": gathered},
+            variant_bytes={"gather": gathered, "bag-gather": gathered, "c-gather": gathered},
             title=f"embedding x sqrt(d) + sinusoidal, (b, s, d) = ({b}, {s}, {d}), V = {v}",
         )
         check = bench.compare(
@@ -91,6 +94,7 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
     noise = table.ratio_ci("textbook", "textbook'")
     extra = nbytes / gathered  # a one-pass layer's minimum bytes over the gather's
     bound = table.row("textbook").seconds / (extra * gather)
+    bag_gather = table.row("bag-gather").seconds
     lines = [
         table.format(),
         f"noise floor: textbook / textbook' = {noise[0]:.2f}x [{noise[1]:.2f}, {noise[2]:.2f}]",
@@ -98,6 +102,8 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
         f"{eager / gather:.2f}x the bare gather's time (goal <= 1.5)",
         f"a one-pass layer moving its {extra:.3f}x the gather's bytes at the gather's rate: "
         f"{bound:.2f}x textbook, {extra:.2f}x the gather's time",
+        f"embedding_bag's lookup takes {bag_gather / gather:.2f}x the gather's time; a one-pass layer at its rate: "
+        f"{table.row('textbook').seconds / (extra * bag_gather):.2f}x textbook",
     ]
     if compiled_too:
         lines.append(
