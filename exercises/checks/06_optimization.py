@@ -100,3 +100,37 @@ def sparse_fraction_for_seed_1(sparse_fraction):
     value = got.number("sparse_fraction(1)")
     assert abs(value - sparse_fraction_reference(1)) <= 0.000051, \
         "sparse_fraction(1) is off (checked to the 4 decimals asked): which bytes, which rows?"
+
+
+def _bound(out, label):
+    """``(seconds, roof)`` from a ``time_bound`` outcome, with the types the question asks for."""
+    value = out.ok(label)
+    assert isinstance(value, (tuple, list)) and len(value) == 2, f"{label} must return a tuple (seconds, roof)"
+    seconds, roof = value
+    assert isinstance(seconds, float), f"{label}: seconds must be a Python float (use float(...) or .item())"
+    assert roof in ("memory", "compute"), f"{label}: roof must be the string 'memory' or 'compute', got {roof!r}"
+    return seconds, roof
+
+
+@test("q4", points=0.5)
+def min_bytes_of_check_yourself_question_1(min_bytes):
+    got = yield run(min_bytes, 8, 512, 768, 4)
+    value = got.number("min_bytes(8, 512, 768, 4)", int)
+    assert value == 26_738_688, \
+        f"min_bytes(8, 512, 768, 4) is {value}, expected 4 * (2 * 8 * 512 * 768 + 512 * 768): which tensors are " \
+        f"read, which written, and how often?"
+
+
+TWO_STEPS = [(2**20, 50.0), (2**24, 10.0)]  # (bytes read + written, GB/s): a cache, then DRAM
+
+
+@test("q4", points=0.5)
+def time_bound_between_two_steps(time_bound):
+    got = yield run(time_bound, 8, 128, 512, 4, TWO_STEPS, 100.0)
+    label = f"time_bound(8, 128, 512, 4, {TWO_STEPS}, 100.0)"
+    seconds, roof = _bound(got, label)
+    assert roof == "memory", f"{label}: 0.25 FLOP/byte against a roof of 100 GFLOP/s is memory-bound"
+    # 4 * (2 * 8 * 128 * 512 + 128 * 512) = 4,456,448 bytes (4.25 MiB) lie between the 1 MiB and 16 MiB steps
+    assert abs(seconds / (4_456_448 / 50e9) - 1) < 1e-9, \
+        f"{label} is {seconds!r} s, expected 4,456,448 bytes at 50 GB/s: the working set (4.25 MiB) has reached " \
+        f"the 1 MiB step but not the 16 MiB one (and 1 GB/s is 1e9 bytes per second)"
