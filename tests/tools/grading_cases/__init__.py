@@ -62,6 +62,13 @@ ALIASES = {
     },
     "06_optimization": {
         0: "from course_embed.fusion import lookup_add_reference as lookup_add",
+        3: "from course_embed.lab.bench import embedding_bytes as min_bytes\n"
+        "\n"
+        "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+        "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+        "    gbps = ([g for size, g in staircase if size <= nbytes] or [staircase[0][1]])[-1]\n"
+        "    memory, compute = nbytes / (gbps * 1e9), 2 * batch * seq * d_model / (peak_gflops * 1e9)\n"
+        "    return (compute, 'compute') if compute > memory else (memory, 'memory')",
     },
 }
 
@@ -72,6 +79,26 @@ _FREQUENCIES = (
     "        raise ValueError(f'method must be linear or ntk, got {method!r}')\n"
     "    i = torch.arange(0, head_dim, 2, dtype=torch.float64)\n"
 )
+
+
+def _bound(
+    step: str,
+    memory: str = "nbytes / (gbps * 1e9)",
+    compute: str = "2 * b * s * d / (peak * 1e9)",
+    roof: str = "compute > memory",
+) -> str:
+    """A ``time_bound`` for 06 q4 that picks its step with ``step`` (the GB/s from ``staircase`` and ``nbytes``)
+    and combines the roofs as given; the right answer is ``_bound(_AT_OR_BELOW)``."""
+    return (
+        "def time_bound(b, s, d, itemsize, staircase, peak):\n"
+        "    nbytes = min_bytes(b, s, d, itemsize)\n"
+        f"    gbps = {step}\n"
+        f"    memory, compute = {memory}, {compute}\n"
+        f"    return (max(memory, compute), 'compute' if {roof} else 'memory')"
+    )
+
+
+_AT_OR_BELOW = "([g for size, g in staircase if size <= nbytes] or [staircase[0][1]])[-1]"
 
 #: Plausible wrong answers, by exercise and question: code run after the solution's answer cells (so it replaces one
 #: function of a correct notebook). Each must fail at least one hidden test of its question, which
@@ -119,6 +146,38 @@ WRONG_ANSWERS = {
             "    old = extended_frequencies(head_dim, base, 1.0, method)\n"
             "    new = extended_frequencies(head_dim, base, factor, method)\n"
             "    return int(((new / old - 1).abs() < tolerance).sum())",
+        },
+    },
+    "06_optimization": {
+        "q4": {
+            "no position rows": "def min_bytes(b, s, d, itemsize):\n    return itemsize * 2 * b * s * d",
+            "position rows read once per sequence": "def min_bytes(b, s, d, itemsize):\n"
+            "    return itemsize * 3 * b * s * d",
+            "elements, not bytes": "def min_bytes(b, s, d, itemsize):\n    return 2 * b * s * d + s * d",
+            "GiB/s for GB/s": _bound(_AT_OR_BELOW, memory="nbytes / (gbps * 2**30)"),
+            "the last (DRAM) step whatever the working set": _bound("staircase[-1][1]"),
+            "the fastest step whatever the working set": _bound("max(g for _, g in staircase)"),
+            "the first swept size at or above the working set": _bound(
+                "([g for size, g in staircase if size >= nbytes] or [staircase[-1][1]])[0]"
+            ),
+            "the last swept size strictly below the working set": _bound(
+                "([g for size, g in staircase if size < nbytes] or [staircase[0][1]])[-1]"
+            ),
+            "below the sweep, index -1 (the last step)": _bound(
+                "staircase[sum(size <= nbytes for size, _ in staircase) - 1][1]"
+            ),
+            "the nearest swept size on a log scale": "import math\n\n"
+            + _bound("min(staircase, key=lambda step: abs(math.log(step[0] / nbytes)))[1]"),
+            "no compute roof": _bound(_AT_OR_BELOW, compute="0.0"),
+            "one FLOP per output element": _bound(_AT_OR_BELOW, compute="b * s * d / (peak * 1e9)"),
+            "the two roofs' times added": "def time_bound(b, s, d, itemsize, staircase, peak):\n"
+            "    nbytes = min_bytes(b, s, d, itemsize)\n"
+            f"    gbps = {_AT_OR_BELOW}\n"
+            "    memory, compute = nbytes / (gbps * 1e9), 2 * b * s * d / (peak * 1e9)\n"
+            "    return (memory + compute, 'compute' if compute > memory else 'memory')",
+            "the roof judged at the DRAM ridge point": _bound(
+                _AT_OR_BELOW, roof="2 * b * s * d / nbytes > peak / staircase[-1][1]"
+            ),
         },
     },
 }
