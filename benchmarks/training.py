@@ -12,7 +12,8 @@ vocabulary parallelism.
    Adam(foreach=True) and Adam(fused=True), glibc keeping freed memory (no page faults for any variant).
 5. bfloat16 storage of the table (forward), with its accuracy cost.
 6. VocabParallelEmbedding and the vocabulary-parallel cross-entropy in 2 processes (gloo): exactness report and
-   forward + backward times against one process.
+   forward + backward times against one process; and lab.sharding's FSDP-style row-sharded lookup against the
+   vocabulary-parallel one, with the bytes each rank's ring collectives sent against the ring formulas.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from torch import nn
 
 import course_embed as ce
 from course_embed import parallel
-from course_embed.lab import bench, optimization, profile_step
+from course_embed.lab import bench, optimization, profile_step, sharding
 
 from common import machine, parse
 
@@ -190,6 +191,7 @@ def _parallel_worker(rank: int, world_size: int, port: int, threads: int, rounds
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
     try:
         report = parallel.check_against_unsharded(batch=4, seq=32, vocab_size=1001, d_model=16, padding_idx=900, seed=3)
+        rows = sharding.check_row_sharding(vocab_size=1002, d_model=16, batch=2, seq=24, seed=1)
         b, s, d, v = 8, 512, 768, 32_000
         gen = torch.Generator().manual_seed(0)
         full = torch.randn(v, d, generator=gen)
@@ -221,7 +223,7 @@ def _parallel_worker(rank: int, world_size: int, port: int, threads: int, rounds
             title=f"embedding forward + backward, rank {rank}",
         )
         if rank == 0:
-            results.put((report, fwd.format(), both.format()))
+            results.put((report, rows, fwd.format(), both.format()))
     finally:
         dist.destroy_process_group()
 
@@ -233,10 +235,11 @@ def parallel_tables(threads: int, rounds: int) -> str:
     mp.start_processes(
         _parallel_worker, args=(2, parallel.free_port(), threads, rounds, results), nprocs=2, start_method="spawn"
     )
-    report, fwd, both = results.get()
+    report, rows, fwd, both = results.get()
     return "\n".join(
         [
             f"2 processes, gloo: {report}",
+            f"FSDP-style row sharding and vocabulary parallelism, rank 0 (bytes sent vs ring formulas): {rows}",
             fwd,
             both,
             "(both ranks time at once, on the same cores, each timing includes its all-reduce)",
