@@ -130,6 +130,9 @@ def compiles_per_length(
     backend = CountingBackend()
     compiled = torch.compile(fn, backend=backend, dynamic=dynamic)
     if mark_dim is not None:
+        with torch.inference_mode(inputs[0].is_inference()):  # a copy like the others: guards check inference-ness
+            first = inputs[0].clone()  # the mark stays on a tensor: mark a copy, not the caller's
+        inputs = [first, *inputs[1:]]
         torch._dynamo.mark_dynamic(inputs[0], mark_dim)
     logger, handler = logging.getLogger("torch._dynamo"), _Collect()
     handlers, logger.handlers = logger.handlers, [handler]  # collected here instead of printed to stderr

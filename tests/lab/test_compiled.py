@@ -159,3 +159,13 @@ def test_counting_backend_runs_the_graph_uncompiled():
     torch.compiler.reset()
     assert out.equal(lookup_norm(ids))
     assert backend.graphs == [[(1, 3)]]
+
+
+def test_marking_a_dimension_leaves_the_callers_tensors_unmarked():
+    inputs = [torch.arange(3 * s).view(3, s) % 10 for s in range(2, 6)]
+    backend, _ = compiled.compiles_per_length(lookup_norm, inputs, dynamic=None, mark_dim=1)
+    assert len(backend.graphs) == 1
+    with torch._dynamo.config.patch(recompile_limit=3):
+        backend, warnings = compiled.compiles_per_length(lookup_norm, inputs, dynamic=False)
+    assert [g[0] for g in backend.graphs] == [(3, 2), (3, 3), (3, 4)]  # static: the first input was not marked
+    assert any("recompile_limit (3)" in w for w in warnings)
