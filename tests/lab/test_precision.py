@@ -63,7 +63,9 @@ def test_representable_values_and_special_values_stay_exact(gen):
         got = precision.stochastic_round(x, generator=gen)
         assert torch.equal(got.float(), x)
         assert torch.equal(got.float().signbit(), x.signbit())  # -0.0 stays -0.0
-    nan = precision.stochastic_round(torch.tensor([math.nan, -math.nan]), generator=gen)
+    # NaNs, including those whose payload lies only in the 16 bits that are cut (cutting them would give inf)
+    low_payload = torch.tensor([0x7F800001, 0x7F80FFFF], dtype=torch.int32).view(torch.float32)
+    nan = precision.stochastic_round(torch.cat([torch.tensor([math.nan, -math.nan]), low_payload]), generator=gen)
     assert nan.isnan().all()
 
 
