@@ -33,6 +33,9 @@ def stochastic_round(
 
     Non-finite values: NaN stays NaN, ``±inf`` stays ``±inf``. A finite value above bfloat16's largest finite
     value (about 3.39e38) rounds to that value or, with the probability given by the same rule, to ``±inf``.
+
+    ``generator`` (a ``torch.Generator`` on ``x``'s device, or ``None`` for the global one) draws the random bits:
+    the same seed gives the same result.
     """
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
         got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
