@@ -120,10 +120,7 @@ class VocabParallelEmbedding(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Look up ``ids`` ``(*)`` across all ranks; returns ``(*, d)``."""
         check_ids(ids, self.vocab_size)
-        outside = (ids < self.start) | (ids >= self.end)  # (*) ids another rank holds
-        local = (ids - self.start).masked_fill_(outside, 0)  # any valid local row; its result is zeroed below
-        partial = F.embedding(local, self.weight, self._local_padding_idx)  # (*, d)
-        partial = partial.masked_fill_(outside.unsqueeze(-1), 0.0)
+        partial = partial_lookup(ids, self.weight, self.start, self._local_padding_idx)  # (*, d)
         return _SumOverRanks.apply(partial, self.group)
 
     def extra_repr(self) -> str:
@@ -147,6 +144,17 @@ class _CopyToRanks(torch.autograd.Function):
         grad = grad.clone()
         dist.all_reduce(grad, op=dist.ReduceOp.SUM, group=ctx.group)
         return grad, None
+
+
+def partial_lookup(ids: torch.Tensor, shard: torch.Tensor, start: int, padding_idx: int | None = None) -> torch.Tensor:
+    """One rank's part of a vocabulary-parallel lookup: ids ``(*)`` -> ``(*, d)``.
+
+    ``shard`` ``(v_k, d)`` holds the rows ``[start, start + v_k)``; ids in that range get their row, every other id
+    a row of zeros, so summing the ranks' parts gives the unsharded lookup. ``padding_idx`` is local to the shard.
+    """
+    outside = (ids < start) | (ids >= start + shard.shape[0])  # (*) ids another rank holds
+    local = (ids - start).masked_fill_(outside, 0)  # any valid local row; its result is zeroed below
+    return F.embedding(local, shard, padding_idx).masked_fill_(outside.unsqueeze(-1), 0.0)
 
 
 def copy_to_ranks(x: torch.Tensor, group=None) -> torch.Tensor:
@@ -317,15 +325,25 @@ def check_against_unsharded(
     return report
 
 
-def _compare_worker(rank: int, world_size: int, port: int, kwargs: dict, results) -> None:
+def _spawned(rank: int, fn, world_size: int, port: int, kwargs: dict, results) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
     try:
-        report = check_against_unsharded(**kwargs)
-        if rank == 0:
-            results.put(report)
+        results.put((rank, fn(**kwargs)))
     finally:
         dist.destroy_process_group()
+
+
+def run_in_processes(fn, world_size: int, kwargs: dict) -> list:
+    """Call ``fn(**kwargs)`` on every rank of a ``world_size``-process gloo group on this machine; return each rank's
+    result, in rank order. ``fn`` must be a module-level function (the processes are spawned and import it)."""
+    import torch.multiprocessing as mp
+
+    results = mp.get_context("spawn").SimpleQueue()
+    mp.start_processes(
+        _spawned, args=(fn, world_size, free_port(), kwargs, results), nprocs=world_size, start_method="spawn"
+    )
+    return [result for _, result in sorted(results.get() for _ in range(world_size))]
 
 
 def compare_with_unsharded(
@@ -338,10 +356,6 @@ def compare_with_unsharded(
     seed: int = 0,
 ) -> dict:
     """Run :func:`check_against_unsharded` in ``world_size`` local processes (gloo); return rank 0's report."""
-    import torch.multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    results = ctx.SimpleQueue()
     kwargs = {
         "batch": batch,
         "seq": seq,
@@ -350,7 +364,4 @@ def compare_with_unsharded(
         "padding_idx": padding_idx,
         "seed": seed,
     }
-    mp.start_processes(
-        _compare_worker, args=(world_size, free_port(), kwargs, results), nprocs=world_size, start_method="spawn"
-    )
-    return results.get()
+    return run_in_processes(check_against_unsharded, world_size, kwargs)[0]

@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .. import parallel
-from .summation_order import zipf_ids
+from .summation_order import float64_gradient, zipf_ids
 
 
 def communication_bytes(vocab_size: int, d_model: int, tokens: int, world_size: int, itemsize: int = 2) -> dict:
@@ -135,10 +135,8 @@ def vocab_parallel_lookup(ids: torch.Tensor, shard: torch.Tensor, vocab_size: in
 
     Forward only (its backward is the identity and sends nothing; :class:`course_embed.VocabParallelEmbedding`).
     """
-    start, end = parallel.shard_range(vocab_size, dist.get_rank(), dist.get_world_size())
-    outside = (ids < start) | (ids >= end)
-    partial = F.embedding((ids - start).masked_fill(outside, 0), shard).masked_fill(outside[..., None], 0.0)
-    return ring_all_reduce(partial, ledger)
+    start, _ = parallel.shard_range(vocab_size, dist.get_rank(), dist.get_world_size())
+    return ring_all_reduce(parallel.partial_lookup(ids, shard, start), ledger)
 
 
 def check_row_sharding(vocab_size: int = 1000, d_model: int = 16, batch: int = 2, seq: int = 32, seed: int = 0):
@@ -172,9 +170,7 @@ def check_row_sharding(vocab_size: int = 1000, d_model: int = 16, batch: int = 2
     for grad in reversed(per_batch[:-1]):
         accumulated = grad + accumulated  # own + (received partial sum), as ring_reduce_scatter adds
     whole = backward(upstream.flatten(0, 1), ids.flatten(0, 1), vocab_size, -1, False, False)
-    exact = torch.zeros(vocab_size, d_model, dtype=torch.float64).index_add_(
-        0, ids.reshape(-1), upstream.reshape(-1, d_model).double()
-    )
+    exact = float64_gradient(ids.reshape(-1), upstream.reshape(-1, d_model), vocab_size)
     vp = vocab_parallel_lookup(ids[0], table[start:end], vocab_size, ledger)
     expected = communication_bytes(vocab_size, d_model, batch * seq, world_size, itemsize=4)
     return {
@@ -193,21 +189,6 @@ def check_row_sharding(vocab_size: int = 1000, d_model: int = 16, batch: int = 2
     }
 
 
-def _worker(rank: int, world_size: int, port: int, kwargs: dict, results) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
-    try:
-        results.put(check_row_sharding(**kwargs))
-    finally:
-        dist.destroy_process_group()
-
-
 def compare_row_sharding(world_size: int = 2, **kwargs) -> list[dict]:
     """Run :func:`check_row_sharding` in ``world_size`` local processes (gloo); returns every rank's report."""
-    import torch.multiprocessing as mp
-
-    results = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(
-        _worker, args=(world_size, parallel.free_port(), kwargs, results), nprocs=world_size, start_method="spawn"
-    )
-    return sorted((results.get() for _ in range(world_size)), key=lambda report: report["rank"])
+    return parallel.run_in_processes(check_row_sharding, world_size, kwargs)

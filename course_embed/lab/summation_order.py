@@ -88,6 +88,11 @@ def sorted_gradient(
     return out
 
 
+def float64_gradient(ids: torch.Tensor, grad: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """The reference ``dW`` ``(v, d)`` in float64: ``grad`` ``(n, d)`` summed into the rows ``ids`` ``(n,)``."""
+    return torch.zeros(vocab_size, grad.shape[1], dtype=torch.float64).index_add_(0, ids, grad.double())
+
+
 def zipf_ids(n: int, vocab_size: int, exponent: float = 1.0, generator: torch.Generator | None = None) -> torch.Tensor:
     """``n`` ids ``(n,)`` drawn with probability proportional to ``1 / (rank + 1) ** exponent`` (Zipf-like text)."""
     weights = 1.0 / torch.arange(1, vocab_size + 1, dtype=torch.float64) ** exponent
@@ -114,7 +119,7 @@ def order_study(
         "scatter": torch.stack([scatter_add_gradient(ids, grad, vocab_size, o) for o in orders]),  # (runs, v, d)
         "sorted": torch.stack([sorted_gradient(ids, grad, vocab_size, o) for o in orders]),
     }
-    exact = torch.zeros(vocab_size, grad.shape[1], dtype=torch.float64).index_add_(0, ids, grad.double())  # (v, d)
+    exact = float64_gradient(ids, grad, vocab_size)  # (v, d)
     scale = exact.abs().amax(dim=1).clamp_min(torch.finfo(torch.float64).tiny)[:, None]  # (v, 1)
     hits = torch.bincount(ids, minlength=vocab_size)  # (v,)
     table = []
