@@ -78,6 +78,37 @@ def test_a_test_gathers_data_then_checks_it_outside(tmp_path):
     assert not passed and "`f` is not defined" in message
 
 
+def test_checks_run_one_at_a_time_each_with_its_own_generator_state():
+    """A batch grades in threads; a check that seeds torch's generator to rebuild its reference must not be
+    reseeded by another check halfway through, and no check may change the generator for the code around it."""
+    seeded, reseeded = threading.Event(), threading.Event()
+
+    @probe.test("q1", points=1)
+    def rebuilds_a_seeded_reference(f):
+        yield probe.run(f)
+        torch.manual_seed(0)
+        seeded.set()
+        reseeded.wait(timeout=1.0)  # without one-at-a-time checks, the other check reseeds here
+        expected = torch.rand(4, generator=torch.Generator().manual_seed(0))
+        assert torch.equal(torch.rand(4), expected), "reseeded by another check"
+
+    @probe.test("q2", points=1)
+    def reseeds(f):
+        yield probe.run(f)
+        seeded.wait(timeout=1.0)
+        torch.manual_seed(1)
+        torch.rand(100)
+        reseeded.set()
+
+    state = torch.get_rng_state()
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(probe.check, rebuilds_a_seeded_reference, probe.gather(rebuilds_a_seeded_reference, {}))
+        assert seeded.wait(timeout=10.0)
+        assert probe.check(reseeds, probe.gather(reseeds, {})) == (True, "")
+        assert first.result() == (True, "")
+    assert torch.equal(torch.get_rng_state(), state)
+
+
 def _save(tmp_path, data):
     torch.save(data, tmp_path / "out.pt")
     return tmp_path / "out.pt"

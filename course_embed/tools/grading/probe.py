@@ -302,10 +302,23 @@ def _fail(message: str):
     raise AssertionError(message)
 
 
+_CHECKING = threading.Lock()
+
+
 def check(spec: TestSpec, gathered: Any) -> tuple[bool, str]:
-    """Run the checking half of ``spec`` on what its gathering half produced; ``(passed, message)``."""
+    """Run the checking half of ``spec`` on what its gathering half produced; ``(passed, message)``.
+
+    A batch grades submissions in threads, and a check may seed torch's global generator to rebuild a reference
+    (``torch.manual_seed(s); nn.Embedding(...)``): checks therefore run one at a time, each with its own copy of
+    the generator's state, so that no check can reseed another's reference halfway through.
+    """
     if isinstance(gathered, dict) and "__gather_failed__" in gathered:
         return False, gathered["__gather_failed__"]
+    with _CHECKING, torch.random.fork_rng(devices=[]):
+        return _check(spec, gathered)
+
+
+def _check(spec: TestSpec, gathered: Any) -> tuple[bool, str]:
     _MODE.live = False
     try:
         gen = spec.func(*[None] * len(spec.answers))
