@@ -9,15 +9,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from .fusion import expected_abs_cosine
-
-
-def _series(name: str, values, length: int | None = None, positive: bool = False) -> list[float]:
-    values = [float(v) for v in values]
-    if not values or (length is not None and len(values) != length):
-        raise ValueError(f"{name} must hold {length or 'at least one'} values, got {len(values)}")
-    if positive and min(values) <= 0:
-        raise ValueError(f"{name} must be positive for a log axis, got {min(values)}")
-    return values
+from .series import as_series
 
 
 def plot_fusion_probe(d_models: list[int], accuracies: dict[str, list[float]], chance: float):
@@ -28,12 +20,12 @@ def plot_fusion_probe(d_models: list[int], accuracies: dict[str, list[float]], c
         accuracies: ``{label: one accuracy per width}``, e.g. from :func:`~course_embed.lab.fusion.fusion_probe`.
         chance: accuracy of a uniform guess, ``1 / classes``.
     """
-    d_models = _series("d_models", d_models, positive=True)
+    d_models = as_series("d_models", d_models, positive=True)
     if not accuracies:
         raise ValueError("accuracies is empty; pass {label: [one accuracy per d_model]}")
     fig, ax = plt.subplots(figsize=(8, 3.2))
     for label, values in accuracies.items():
-        ax.plot(d_models, _series(f"accuracies[{label!r}]", values, len(d_models)), marker="o", label=label)
+        ax.plot(d_models, as_series(f"accuracies[{label!r}]", values, len(d_models)), marker="o", label=label)
     ax.axhline(chance, color="gray", linestyle=":", label="chance")
     ax.set_xscale("log", base=2)
     ax.set_xticks(d_models, [str(int(d)) for d in d_models])
@@ -52,9 +44,9 @@ def plot_dropout_average(n_samples: list[int], measured: list[float], predicted:
     ``measured`` from :func:`~course_embed.lab.fusion.dropout_statistics`, ``predicted`` from
     :func:`~course_embed.lab.fusion.binomial_mean_abs_error`; both fall as ``1 / sqrt(n)``.
     """
-    n_samples = _series("n_samples", n_samples, positive=True)
-    measured = _series("measured", measured, len(n_samples), positive=True)
-    predicted = _series("predicted", predicted, len(n_samples), positive=True)
+    n_samples = as_series("n_samples", n_samples, positive=True)
+    measured = as_series("measured", measured, len(n_samples), positive=True)
+    predicted = as_series("predicted", predicted, len(n_samples), positive=True)
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.plot(n_samples, predicted, color="black", linestyle="--", label="exact expectation (binomial)")
     ax.plot(n_samples, measured, "o", color="tab:red", label="measured")
@@ -119,10 +111,10 @@ def plot_bars(groups: dict[str, dict[str, float]], ylabel: str, title: str, log:
 
 def plot_pad_influence(n_pads: list[int], unmasked: list[float], masked: list[float]):
     """How far trailing pads move the real tokens' attention outputs, without and with a key padding mask."""
-    n_pads = _series("n_pads", n_pads, positive=True)
+    n_pads = as_series("n_pads", n_pads, positive=True)
     fig, ax = plt.subplots(figsize=(8, 3))
-    ax.plot(n_pads, _series("unmasked", unmasked, len(n_pads)), "o-", label="no mask")
-    ax.plot(n_pads, _series("masked", masked, len(n_pads)), "s-", label="key_padding_mask")
+    ax.plot(n_pads, as_series("unmasked", unmasked, len(n_pads)), "o-", label="no mask")
+    ax.plot(n_pads, as_series("masked", masked, len(n_pads)), "s-", label="key_padding_mask")
     ax.set_xscale("log", base=2)
     ax.set_xticks(n_pads, [str(int(n)) for n in n_pads])
     ax.set_xlabel("pad tokens appended")

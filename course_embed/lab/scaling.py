@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from .probe import nearest_mean_predict
+from .series import as_series
 from .token_embedding import init_std, row_norms
 
 
@@ -190,15 +191,6 @@ def underflow_fraction(x: torch.Tensor, dtype: torch.dtype) -> float:
     return ((x.detach().to(dtype) == 0) & nonzero).sum().item() / nonzero.sum().item()
 
 
-def _check_series(name: str, values, positive: bool = False) -> list[float]:
-    values = [float(v) for v in values]
-    if not values:
-        raise ValueError(f"{name} is empty; pass at least one value to plot")
-    if positive and min(values) <= 0:
-        raise ValueError(f"{name} must be positive for a log axis, got {min(values)}")
-    return values
-
-
 def plot_row_norms(norms: dict[str, tuple[float, float]], position_norm: float, d_model: int):
     """Bars of token row norms per init, without and with ``x sqrt(d)``, against the position norm ``sqrt(d/2)``.
 
@@ -213,7 +205,7 @@ def plot_row_norms(norms: dict[str, tuple[float, float]], position_norm: float, 
     for init, pair in norms.items():
         if len(pair) != 2:
             raise ValueError(f"norms[{init!r}] must be a pair (unscaled, scaled), got {pair!r}")
-        _check_series(f"norms[{init!r}]", pair, positive=True)
+        as_series(f"norms[{init!r}]", pair, positive=True)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     names = list(norms)
     width = 0.38
@@ -246,13 +238,13 @@ def plot_norm_ratio(d_models: list[int], ratios: dict[str, list[float]]):
         d_models: the widths ``d`` (x axis).
         ratios: ``{label: ratio at each d}``, e.g. :func:`~course_embed.lab.scaling.token_to_position_ratio`.
     """
-    widths = _check_series("d_models", d_models, positive=True)
+    widths = as_series("d_models", d_models, positive=True)
     if not ratios:
         raise ValueError("ratios is empty; pass {label: [ratio at each d]} for at least one line")
     fig, ax = plt.subplots(figsize=(8, 3.2))
     styles = [("-", "o", 7), ("--", "s", 6), (":", "^", 9), ("-.", "x", 7)]  # distinct, so equal lines stay visible
     for k, (label, values) in enumerate(ratios.items()):
-        values = _check_series(f"ratios[{label!r}]", values, positive=True)
+        values = as_series(f"ratios[{label!r}]", values, positive=True)
         if len(values) != len(widths):
             raise ValueError(f"ratios[{label!r}] has {len(values)} values for {len(widths)} widths in d_models")
         linestyle, marker, size = styles[k % len(styles)]
@@ -277,7 +269,7 @@ def plot_read_back(labels: list[str], position: list[float], token: list[float],
         position, token: accuracies in ``[0, 1]`` (:func:`~course_embed.lab.scaling.read_back`).
         position_chance: accuracy of a random guess of the position, ``1 / s`` (drawn as a line).
     """
-    position, token = _check_series("position", position), _check_series("token", token)
+    position, token = as_series("position", position), as_series("token", token)
     if not len(labels) == len(position) == len(token):
         raise ValueError(
             f"labels, position and token must have equal lengths, got {len(labels)}, {len(position)}, {len(token)}"

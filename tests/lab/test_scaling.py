@@ -298,7 +298,7 @@ def test_norm_ratio_lines_follow_the_data():
     "d_models, ratios, match",
     [
         ([64, 128], {"a": [1.0]}, "1 values for 2 widths"),
-        ([], {"a": []}, "d_models is empty"),
+        ([], {"a": []}, "d_models must hold at least one value"),
         ([64], {}, "ratios is empty"),
         ([64], {"a": [-1.0]}, "positive"),
     ],
@@ -323,7 +323,7 @@ def test_read_back_bars_show_both_accuracies_and_chance():
     [
         (["a"], [0.5, 0.6], [0.1, 0.2], "equal lengths"),
         (["a"], [1.5], [0.1], r"\[0, 1\]"),
-        ([], [], [], "empty"),
+        ([], [], [], "position must hold at least one value"),
     ],
 )
 def test_read_back_bars_bad_input(labels, position, token, match):
