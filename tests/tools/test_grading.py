@@ -357,8 +357,8 @@ def test_release_leaves_out_solutions_and_hidden_tests(tmp_path):
 # --- round trips through the sandbox -------------------------------------------------------------------------------
 
 
-def _grade_dirs() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("course-embed-grade-*")}
+def _grade_dirs(parent: Path) -> set[str]:
+    return {p.name for p in parent.glob("course-embed-grade-*")}
 
 
 @pytest.fixture(scope="module")
@@ -424,8 +424,11 @@ def cheat_batch(built_exercises, tmp_path_factory):
     cases = build_batch(folder / "batch", student, solution, wrong, ROOT, out)
     (folder / "loop").mkdir()
     nbformat.write(loop_notebook(student, solution), folder / "loop" / "03_sinusoidal.ipynb")
-    before = _grade_dirs()
-    with ThreadPoolExecutor(1) as pool:
+    # the batch's sandboxes get their work folders in a temporary directory of their own, so that what other
+    # processes grade at the same time (another xdist worker, another checkout) cannot look like a leftover
+    scratch = tmp_path_factory.mktemp("scratch")
+    with pytest.MonkeyPatch.context() as mp, ThreadPoolExecutor(1) as pool:
+        mp.setattr(tempfile, "tempdir", str(scratch))
         looping = pool.submit(
             batch.grade_batch,
             [folder / "loop"],
@@ -444,8 +447,7 @@ def cheat_batch(built_exercises, tmp_path_factory):
         "cases": cases,
         "out": out,
         "folder": folder,
-        "before": before,
-        "after": _grade_dirs(),
+        "leftovers": _grade_dirs(scratch),
         "ended": time.monotonic(),
         "bytes": out.read_bytes(),
         "loop": loop_book.rows[0],
@@ -496,4 +498,4 @@ def test_nothing_a_submission_started_survives_and_the_gradebook_stays_as_writte
     # The PID namespace ended every process above, so nothing is left to write; wait past the forger's delay anyway
     time.sleep(max(0.0, cheat_batch["ended"] + 10 - time.monotonic()))
     assert cheat_batch["out"].read_bytes() == cheat_batch["bytes"]
-    assert cheat_batch["after"] <= cheat_batch["before"], "temporary grading folders were left behind"
+    assert cheat_batch["leftovers"] == set(), "temporary grading folders were left behind"
