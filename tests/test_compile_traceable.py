@@ -1,8 +1,8 @@
 """The package's input layers inside a ``torch.compile``d model: one graph, no graph break, eager values.
 
 Covers ``checks.check_ids`` under tracing, ``TokenEmbedding`` and ``TransformerEmbedding`` (fusion.py). The graph
-counts come from ``torch._dynamo.explain``; the compiled runs use the ``eager``/``aot_eager`` backends (Dynamo's
-tracing and AOTAutograd, no code generation) except one test with Inductor.
+counts come from ``torch._dynamo.explain``; the compiled runs use the ``aot_eager`` backend (Dynamo's tracing and
+AOTAutograd, no code generation). tests/lab/test_compiled.py compiles the layer with Inductor.
 """
 
 import pytest
@@ -103,13 +103,3 @@ def test_bad_id_in_compiled_model_raises_naming_the_vocabulary(ids, position):
             compiled(wrong)
     with pytest.raises(ValueError, match="contains the id 50, outside the vocabulary"):  # eager names the id
         model(position).eval()(ids.clone().fill_(V))
-
-
-def test_inductor_compiles_the_layer_and_norm_equal_to_eager_and_checks_ids(ids):
-    torch.manual_seed(0)
-    m = nn.Sequential(TransformerEmbedding(V, D, padding_idx=0, max_len=S), nn.LayerNorm(D)).eval()
-    compiled = torch.compile(m, fullgraph=True)  # Inductor: generated C++ on a CPU
-    with torch.no_grad():
-        torch.testing.assert_close(compiled(ids), m(ids), rtol=1e-5, atol=1e-5)
-        with pytest.raises(RuntimeError, match=r"outside the vocabulary \[0, 50\)"):
-            compiled(ids.clone().fill_(V))

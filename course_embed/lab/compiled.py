@@ -1,5 +1,6 @@
 """Chapter 6, what ``torch.compile`` does to a whole input block: the aten operators eager mode runs, the kernels
-and loop nests Inductor generates instead, and how often Dynamo compiles as the sequence length changes.
+and loop nests Inductor generates instead, where Dynamo splits a model into several graphs, and how often it
+compiles as the sequence length changes.
 
 Shapes: ``b`` batch, ``s`` sequence, ``d`` model width.
 """
@@ -93,6 +94,18 @@ def code_facts(sources: str | list[str]) -> dict:
         call = source[source.find("def call(") :]
         library_calls += _LIBRARY_CALL.findall(call)
     return {"kernels": kernels, "library_calls": library_calls}
+
+
+def graphs_and_breaks(fn: Callable, *args) -> tuple[int, list[str]]:
+    """How many graphs Dynamo splits ``fn(*args)`` into, and why: the first line of each graph break's reason
+    (``"Unsupported Tensor.item() call ..."`` for a host read such as ``int(tensor)``). One graph and no reasons
+    means the whole call compiles as one piece.
+
+    ``torch._dynamo.explain`` traces only, compiles nothing, and calls ``torch.compiler.reset()`` before and after
+    (every compiled function of the process compiles again when next called).
+    """
+    explained = torch._dynamo.explain(fn)(*args)
+    return explained.graph_count, [str(reason.reason).splitlines()[0] for reason in explained.break_reasons]
 
 
 class CountingBackend:
