@@ -20,11 +20,20 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
         TypeError: ``ids`` is not an integer tensor (float ids are a common bug: ``2.7`` is not a token).
         ValueError: an id is negative or ``>= num_embeddings`` (CPU ids: checked on the host, which is where the
             values are, so the error names the offending id).
+        RuntimeError: under ``torch.compile``, raised when the compiled code runs (see below).
 
     On an accelerator (CUDA) the range is checked **on the device**, without a host synchronisation: one
     ``aminmax`` and a ``torch._assert_async``, so the host never waits for the device and CUDA-graph capture is
     not broken. The price: a bad id surfaces as a device-side assertion at a later synchronising call (and leaves
     the CUDA context unusable), with this message but without the id's value. To debug, move the ids to the CPU.
+
+    Under ``torch.compile`` (while Dynamo traces, ``torch.compiler.is_compiling()``) the range is checked the same
+    way on every device, CPU included: reading the minimum and maximum back to Python would split the compiled
+    graph (a graph break), while ``aminmax`` and ``torch._assert_async`` are traced into it. The type and dtype
+    checks still run while tracing (they depend on no values). The price: a bad id raises a ``RuntimeError`` (not a
+    ``ValueError``) when the compiled code runs, naming the argument and the vocabulary range but not the offending
+    id, and saying how to find it (on CUDA, as above, a device-side assertion): call the model eagerly on the
+    same ids.
     """
     if not isinstance(ids, torch.Tensor):
         raise TypeError(
@@ -38,10 +47,13 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
         )
     if ids.device.type == "meta" or ids.numel() == 0:
         return  # no values to check
-    if ids.device.type != "cpu":
-        lo, hi = torch.aminmax(ids)  # stays on the device
+    if ids.device.type != "cpu" or torch.compiler.is_compiling():
+        lo, hi = torch.aminmax(ids)  # stays on the device, or in the compiled graph
         ok = (lo >= 0) & (hi < num_embeddings)
-        torch._assert_async(ok, f"{name} contains an id outside the vocabulary [0, {num_embeddings})")
+        message = f"{name} contains an id outside the vocabulary [0, {num_embeddings})"
+        if torch.compiler.is_compiling():
+            message += "; a compiled check cannot name the id: call the model eagerly on these ids to see it"
+        torch._assert_async(ok, message)
         return
     lo, hi = (int(v) for v in torch.aminmax(ids))  # one pass over the ids, not two
     if lo < 0:

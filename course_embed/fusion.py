@@ -20,6 +20,10 @@ training, the lookup, the scale and the position add are fused into two passes
 (:meth:`~course_embed.token.TokenEmbedding.lookup_add`: gather, then one in-place add), whose backward sends the
 gradient to the table only through the looked-up rows. ``compile=True`` hands the computation to
 ``torch.compile``, which emits a single loop.
+
+Inside a compiled model (``torch.compile(model)`` of a model holding this layer) the layer traces without a graph
+break: the ids are checked in the graph (:func:`~course_embed.checks.check_ids`) and the output is the textbook
+expression, which the compiler fuses with what follows; the one-pass and two-pass paths are eager optimisations.
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ class TransformerEmbedding(nn.Module):
         sparse: sparse gradients for the token table (see :class:`~course_embed.token.TokenEmbedding`).
         compile: compute lookup, scale and position add with ``torch.compile`` (one fused kernel). The first call
             for each input shape compiles (seconds; a C++ compiler on CPU), so pad batches to a few fixed shapes.
-            Id checks stay eager. Not combinable with ``sparse``.
+            Id checks stay eager. Not combinable with ``sparse``. Inside a compiled model this flag is moot: the
+            whole model is traced, the layer included.
 
     The one-pass inference path needs the table's storage to extend ``max_len`` rows past the table (set up here and
     after ``.to()``/``.half()``; ``load_state_dict`` copies in place and keeps it). When it does not (a table
@@ -209,11 +214,12 @@ class TransformerEmbedding(nn.Module):
             weight = self.token.weight
             pe = self.positions.encoding(ids.shape[1], offset, dtype=weight.dtype, device=weight.device)  # (s, d)
             graph = torch.is_grad_enabled() and (weight.requires_grad or pe.requires_grad)
+            traced = torch.compiler.is_compiling()  # inside a compiled model: lookup_add's traceable path below
             h = None
-            if self.compile:
+            if self.compile and not traced:
                 check_ids(ids, self.token.vocab_size)
                 h = _compiled_lookup_add()(ids, weight, pe, self.token.multiplier, self.token.padding_idx)
-            elif not graph and self._stacked is not None and ids.shape[1] <= self._room:
+            elif not (graph or traced) and self._stacked is not None and ids.shape[1] <= self._room:
                 check_ids(ids, self.token.vocab_size)  # needed: an id >= v would read a position row
                 with torch.no_grad():
                     self._write_positions(offset, ids.shape[1])

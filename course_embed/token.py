@@ -138,6 +138,9 @@ class TokenEmbedding(nn.Module):
         Returns:
             ``(*, d)``, equal to ``W[ids] * multiplier + addend`` up to the rounding of one fused multiply-add.
             Gradients reach the table (dense or sparse, as ``sparse``) and ``addend`` (summed over broadcast dims).
+
+        Under ``torch.compile`` it is traced as the textbook ``F.embedding(ids, W) * multiplier + addend``: the
+        two-pass fusion is an eager optimisation, and the compiler fuses the textbook expression into one loop.
         """
         check_ids(ids, self.vocab_size)
         if not isinstance(addend, torch.Tensor) or addend.dtype != self.weight.dtype:
@@ -153,6 +156,8 @@ class TokenEmbedding(nn.Module):
                 f"addend of shape {tuple(addend.shape)} does not broadcast to the output shape {shape}; "
                 f"pass position rows of shape (seq, d_model) = {shape[-2:]}"
             )
+        if torch.compiler.is_compiling():  # traced: the textbook expression, which the compiler fuses itself
+            return F.embedding(ids, self.weight, self.padding_idx, sparse=self.sparse) * self.multiplier + addend
         if torch.is_grad_enabled() and (self.weight.requires_grad or addend.requires_grad):
             return _LookupAdd.apply(ids, self.weight, addend, self.multiplier, self.padding_idx, self.sparse)
         return _lookup_add(ids, self.weight, addend, self.multiplier, self.padding_idx)  # inference: no graph

@@ -1,11 +1,13 @@
 """Chapter 6, what ``torch.compile`` does to a whole input block: the aten operators eager mode runs, the kernels
-and loop nests Inductor generates instead, and how often Dynamo compiles as the sequence length changes.
+and loop nests Inductor generates instead, where Dynamo splits a model into several graphs, and how often it
+compiles as the sequence length changes.
 
 Shapes: ``b`` batch, ``s`` sequence, ``d`` model width.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable
@@ -95,6 +97,19 @@ def code_facts(sources: str | list[str]) -> dict:
     return {"kernels": kernels, "library_calls": library_calls}
 
 
+def graphs_and_breaks(fn: Callable, *args) -> tuple[int, list[str]]:
+    """How many graphs Dynamo splits ``fn(*args)`` into, and why: the first line of each graph break's reason
+    (``"Unsupported Tensor.item() call ..."`` for a host read such as ``int(tensor)``). One graph and no reasons
+    means the whole call compiles as one piece.
+
+    ``torch._dynamo.explain`` traces only, compiles nothing, and calls ``torch.compiler.reset()`` before and after
+    (every compiled function of the process compiles again when next called).
+    """
+    with _collected_warnings():  # Dynamo logs each break as a warning too: the reasons are returned instead
+        explained = torch._dynamo.explain(fn)(*args)
+    return explained.graph_count, [str(reason.reason).splitlines()[0] for reason in explained.break_reasons]
+
+
 class CountingBackend:
     """A ``torch.compile`` backend that compiles nothing: it records the input shapes of each graph Dynamo hands it
     and returns the graph to run as it is (eager). ``len(backend.graphs)`` counts the compilations, cheaply.
@@ -134,15 +149,22 @@ def compiles_per_length(
             first = inputs[0].clone()  # the mark stays on a tensor: mark a copy, not the caller's
         inputs = [first, *inputs[1:]]
         torch._dynamo.mark_dynamic(inputs[0], mark_dim)
-    logger, handler = logging.getLogger("torch._dynamo"), _Collect()
-    handlers, logger.handlers = logger.handlers, [handler]  # collected here instead of printed to stderr
-    try:
+    with _collected_warnings() as messages:
         for x in inputs:
             compiled(x)
+    torch.compiler.reset()
+    return backend, messages
+
+
+@contextlib.contextmanager
+def _collected_warnings():
+    """Collect the messages ``torch._dynamo`` logs as warnings in a list, instead of printing them to stderr."""
+    logger, handler = logging.getLogger("torch._dynamo"), _Collect()
+    handlers, logger.handlers = logger.handlers, [handler]
+    try:
+        yield handler.messages
     finally:
         logger.handlers = handlers
-    torch.compiler.reset()
-    return backend, handler.messages
 
 
 class _Collect(logging.Handler):

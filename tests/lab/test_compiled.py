@@ -1,4 +1,5 @@
-"""Chapter 6, compiling a whole input block: eager operators, the generated kernels and loops, recompilation."""
+"""Chapter 6, compiling a whole input block: eager operators, the generated kernels and loops, graph breaks,
+recompilation."""
 
 import math
 
@@ -7,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_embed import TransformerEmbedding, sinusoidal_table
+from course_embed import TokenEmbedding, TransformerEmbedding, sinusoidal_table
 from course_embed.lab import compiled
 
 CPP = """
@@ -169,3 +170,39 @@ def test_marking_a_dimension_leaves_the_callers_tensors_unmarked():
         backend, warnings = compiled.compiles_per_length(lookup_norm, inputs, dynamic=False)
     assert [g[0] for g in backend.graphs] == [(3, 2), (3, 3), (3, 4)]  # static: the first input was not marked
     assert any("recompile_limit (3)" in w for w in warnings)
+
+
+def test_a_host_read_splits_the_graph_and_the_package_layers_do_not(gen, capfd):
+    torch.manual_seed(0)
+    layer = TransformerEmbedding(100, 16, max_len=12)
+    ids = torch.randint(0, 100, (3, 12), generator=gen)
+
+    def checked(ids):  # a model that checks its ids in Python: int() reads a value back to the host
+        if int(ids.max()) >= 100:
+            raise ValueError("id outside the vocabulary")
+        return F.layer_norm(F.embedding(ids, layer.token.weight), (16,))
+
+    graphs, reasons = compiled.graphs_and_breaks(checked, ids)
+    assert graphs == 2 and len(reasons) == 1 and "Tensor.item()" in reasons[0]
+    assert "Graph break" not in capfd.readouterr().err  # returned, not also logged to stderr
+    assert compiled.graphs_and_breaks(lookup_norm, ids % 10) == (1, [])
+    for model in (nn.Sequential(layer, nn.LayerNorm(16)), nn.Sequential(TokenEmbedding(100, 16), nn.LayerNorm(16))):
+        for mode in ("train", "eval"):
+            with torch.no_grad():
+                assert compiled.graphs_and_breaks(getattr(model, mode)(), ids) == (1, [])
+
+
+def test_package_layer_and_norm_compile_into_one_kernel_that_checks_the_ids(gen):
+    torch.manual_seed(0)
+    model = nn.Sequential(TransformerEmbedding(100, 16, max_len=12, padding_idx=0), nn.LayerNorm(16)).eval()
+    ids = torch.randint(0, 100, (3, 12), generator=gen)
+    with torch.no_grad():
+        fn, out, sources = compiled.compile_and_read(model, ids)  # Inductor
+        torch.testing.assert_close(out, model(ids), rtol=1e-5, atol=1e-5)
+        with pytest.raises(RuntimeError, match=r"ids contains an id outside the vocabulary \[0, 100\)"):
+            fn(ids.clone().fill_(100))
+    facts = compiled.code_facts(sources)
+    assert [k["fused"] for k in facts["kernels"]] == [
+        "_assert_async_add_aminmax_bitwise_and_embedding_ge_lt_mul_native_layer_norm"
+    ]
+    assert facts["library_calls"] == []
