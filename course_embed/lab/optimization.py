@@ -276,7 +276,7 @@ def lazy_adam_study(
     valid: torch.Tensor,
     vocab_size: int,
     seeds: tuple[int, ...] = (0, 1, 2),
-    steps: int = 300,
+    steps: int = 200,
     batch: int = 64,
     d_model: int = 32,
     lr: float = 1e-2,
