@@ -1,17 +1,23 @@
 """Chapter 6, optimisation: precision errors, lost updates, the dict-cache and checkpointing anti-patterns, autocast,
-EmbeddingBag, and the speed-up figure of the benchmark tables (the roofline is in :mod:`.roofline`, the training
-step in :mod:`.profile_step`).
+EmbeddingBag, the speed-up figure of the benchmark tables, and lazy (SparseAdam) against dense Adam trained on real
+text (the roofline is in :mod:`.roofline`, the training step in :mod:`.profile_step`).
 
-Shapes: ``v`` vocabulary size, ``d`` model width.
+Shapes: ``v`` vocabulary size, ``d`` model width, ``n`` tokens in a stream, ``b`` batch.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from dataclasses import dataclass
+
 import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 
-from . import bench
+from . import bench, corpus
 from .fusion import max_abs_difference
+from .tiny_lm import single_thread
 
 
 def relative_error(approx: torch.Tensor, exact: torch.Tensor) -> dict[str, float]:
@@ -160,3 +166,169 @@ def speedup_plot(tables, *, baseline_label: str | None = None):
     ax.margins(y=0.2)
     fig.tight_layout()
     return fig
+
+
+# --- lazy against dense Adam, trained --------------------------------------------------------------------------
+
+
+def word_stream(min_count: int = 2, valid_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """The :func:`~course_embed.lab.corpus.corpus_bytes` text as word ids: a Zipf-like vocabulary of a few thousand.
+
+    Tokens are lower-case runs of letters and single other characters (punctuation, digits). The first
+    ``1 - valid_fraction`` of the tokens train, the rest is held out. Words seen fewer than ``min_count`` times in
+    the training part share id 0 (``"<unk>"``); the others are numbered by decreasing training count.
+
+    Returns:
+        ``(train, valid, vocab)``: int64 ids ``(n_train,)`` and ``(n_valid,)``, and the vocabulary (id -> word).
+    """
+    if not 0 < valid_fraction < 1:
+        raise ValueError(f"valid_fraction must be in (0, 1), got {valid_fraction}")
+    if min_count < 1:
+        raise ValueError(f"min_count must be a positive integer, got {min_count}")
+    words = re.findall(r"[a-z]+|[^\sa-z]", corpus.corpus_bytes().decode("utf-8").lower())
+    cut = int(len(words) * (1 - valid_fraction))
+    counts = Counter(words[:cut])
+    vocab = ["<unk>"] + sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    index = {w: i for i, w in enumerate(vocab)}
+    ids = torch.tensor([index.get(w, 0) for w in words])
+    return ids[:cut], ids[cut:], vocab
+
+
+def bigram_init(vocab_size: int, d_model: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """The parameters of :func:`bigram_losses`, drawn from ``generator`` in this order: ``table`` ``(v, d)``
+    N(0, 1) (``nn.Embedding``'s init), ``mix`` ``(d, d)`` and ``head`` ``(v, d)`` N(0, 1/d); ``bias`` ``(v,)`` zero."""
+    return {
+        "table": torch.randn(vocab_size, d_model, generator=generator),
+        "mix": torch.randn(d_model, d_model, generator=generator) * d_model**-0.5,
+        "head": torch.randn(vocab_size, d_model, generator=generator) * d_model**-0.5,
+        "bias": torch.zeros(vocab_size),
+    }
+
+
+def bigram_losses(
+    params: dict[str, torch.Tensor], ids: torch.Tensor, targets: torch.Tensor, sparse: bool = False
+) -> torch.Tensor:
+    """Cross-entropy of the next-token model ``logits = tanh(table[ids] @ mix) @ head.T + bias``, per token.
+
+    ids, targets ``(n,)`` -> ``(n,)``. The input table is untied from the head, so with ``sparse=True`` its
+    gradient is sparse (one row per id) and :class:`torch.optim.SparseAdam` can train it.
+    """
+    h = torch.tanh(F.embedding(ids, params["table"], sparse=sparse) @ params["mix"])  # (n, d)
+    return F.cross_entropy(h @ params["head"].T + params["bias"], targets, reduction="none")
+
+
+@dataclass(frozen=True)
+class LazyAdamRun:
+    """One training run of :func:`lazy_adam_study`.
+
+    ``optimizer``: ``"Adam"`` (dense table gradient) or ``"SparseAdam"`` (lazy). ``train_losses``: the batch loss
+    before each step. ``rows_moved``: the table rows the step changed; ``rows_in_batch``: the distinct ids of the
+    step's batch. ``held_out``: the mean held-out loss; ``bands``: the same, over the held-out tokens whose input id
+    was seen a number of times in training within each band. ``params``: the trained parameters.
+    """
+
+    optimizer: str
+    seed: int
+    train_losses: tuple[float, ...]
+    rows_moved: tuple[int, ...]
+    rows_in_batch: tuple[int, ...]
+    held_out: float
+    bands: dict[str, float]
+    params: dict[str, torch.Tensor]
+
+
+def frequency_bands(counts: torch.Tensor, edges: tuple[int, ...]) -> tuple[torch.Tensor, list[str]]:
+    """The band of every id by its training count: ``(v,)`` band indices and their names, rarest band first.
+
+    ``edges`` (increasing) split the counts into ``[0, e0)``, ``[e0, e1)``, ..., ``[e_last, inf)``.
+    """
+    if not edges or any(e < 1 for e in edges) or list(edges) != sorted(set(edges)):
+        raise ValueError(f"edges must be increasing positive counts, e.g. (10, 100, 1000), got {edges}")
+    bounds = (0, *edges)
+    names = [f"{lo}-{hi - 1}" for lo, hi in zip(bounds, edges, strict=False)] + [f"{edges[-1]}+"]
+    return torch.bucketize(counts, torch.tensor(edges), right=True), names
+
+
+def _train_bigram(train, vocab_size, lazy, seed, steps, batch, d_model, lr):
+    gen = torch.Generator().manual_seed(seed)
+    params = {k: torch.nn.Parameter(v) for k, v in bigram_init(vocab_size, d_model, gen).items()}
+    positions = torch.randint(0, len(train) - 1, (steps, batch), generator=gen)
+    table = params["table"]
+    dense = torch.optim.Adam([params[k] for k in ("mix", "head", "bias")], lr=lr, fused=True)
+    rows = torch.optim.SparseAdam([table], lr=lr) if lazy else torch.optim.Adam([table], lr=lr, fused=True)
+    losses, moved, present = [], [], []
+    for pos in positions:
+        loss = bigram_losses(params, train[pos], train[pos + 1], sparse=lazy).mean()
+        dense.zero_grad(set_to_none=True)
+        rows.zero_grad(set_to_none=True)
+        loss.backward()
+        before = table.detach().clone()
+        dense.step()
+        rows.step()
+        losses.append(loss.item())
+        moved.append((table.detach() != before).any(dim=1).sum().item())
+        present.append(train[pos].unique().numel())
+    return {k: v.detach() for k, v in params.items()}, losses, moved, present
+
+
+def lazy_adam_study(
+    train: torch.Tensor,
+    valid: torch.Tensor,
+    vocab_size: int,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    steps: int = 200,
+    batch: int = 64,
+    d_model: int = 32,
+    lr: float = 1e-2,
+    edges: tuple[int, ...] = (10, 100, 1000),
+) -> list[LazyAdamRun]:
+    """Train :func:`bigram_losses` twice per seed, the table with dense Adam and with SparseAdam; one thread.
+
+    Both runs of a seed start from :func:`bigram_init` with ``torch.Generator().manual_seed(seed)`` and then draw
+    from the same generator the ``(steps, batch)`` positions of their batches (input ``train[p]``, target
+    ``train[p + 1]``), so they see the same data. ``mix``, ``head`` and ``bias`` use ``Adam(fused=True)`` in both;
+    the table uses ``Adam(fused=True)`` on a dense gradient or ``SparseAdam`` on a sparse one; same ``lr``, betas
+    and eps everywhere. The held-out loss is over every ``(valid[t], valid[t + 1])``; its bands group those
+    tokens by the training count of the input id (:func:`frequency_bands`).
+
+    Returns:
+        per seed, the Adam run then the SparseAdam run (:class:`LazyAdamRun`).
+    """
+    for name, value in (("train", train), ("valid", valid)):
+        if value.dim() != 1 or value.dtype != torch.int64 or len(value) < 2:
+            raise ValueError(
+                f"{name} must be int64 ids of shape (n,) with n >= 2, got {value.dtype} {tuple(value.shape)}"
+            )
+        if value.min() < 0 or value.max() >= vocab_size:
+            raise ValueError(f"{name} ids must lie in [0, vocab_size={vocab_size}), got [{value.min()}, {value.max()}]")
+    for name, value in (("steps", steps), ("batch", batch), ("d_model", d_model)):
+        if value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value}")
+    if lr <= 0:
+        raise ValueError(f"lr must be positive, got {lr}")
+    if not seeds:
+        raise ValueError("seeds must name at least one seed, e.g. (0, 1, 2)")
+    band_of, names = frequency_bands(torch.bincount(train, minlength=vocab_size), edges)
+    token_band = band_of[valid[:-1]]
+    runs = []
+    with single_thread():
+        for seed in seeds:
+            for lazy in (False, True):
+                params, losses, moved, present = _train_bigram(train, vocab_size, lazy, seed, steps, batch, d_model, lr)
+                with torch.no_grad():
+                    chunks = zip(valid[:-1].split(4096), valid[1:].split(4096), strict=True)
+                    held = torch.cat([bigram_losses(params, x, y) for x, y in chunks])  # never all (n, v) logits
+                bands = {n: held[token_band == k].mean().item() for k, n in enumerate(names) if (token_band == k).any()}
+                runs.append(
+                    LazyAdamRun(
+                        "SparseAdam" if lazy else "Adam",
+                        seed,
+                        tuple(losses),
+                        tuple(moved),
+                        tuple(present),
+                        held.mean().item(),
+                        bands,
+                        params,
+                    )
+                )
+    return runs
