@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_size("--memory"),
         default=4 * 2**30,
         metavar="SIZE",
-        help="address space of each process (RLIMIT_AS; default 4G; a solution peaks at 0.85G)",
+        help="address space of each process (RLIMIT_AS; default 4G; a solution peaks at 0.82G)",
     )
     limits.add_argument(
         "--file-size",

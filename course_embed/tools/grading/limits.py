@@ -6,7 +6,7 @@ starts, before the first cell runs (hard and soft alike, so the notebook cannot 
 * ``memory``: ``RLIMIT_AS``, the address space of *each* process. Linux enforces no limit on resident memory per
   process (``RLIMIT_RSS`` is ignored), and resident memory never exceeds the address space, so this is the bound
   that holds; an allocation beyond it fails at once (``MemoryError``, torch's "can't allocate memory"). A solution
-  notebook peaks at 0.85 GiB of address space (0.33 GiB resident) on CPU.
+  notebook peaks at 0.82 GiB of address space (0.33 GiB resident) on CPU.
 * ``file_size``: ``RLIMIT_FSIZE``, the largest file a process may write (``OSError: File too large``).
 * ``disk``: the size of each writable folder: ``/work`` (the notebook's folder), ``/tmp`` and ``/dev/shm`` are
   tmpfs of this size (in memory, so they count towards the machine's memory; unsized where bwrap is older than 0.7
@@ -77,7 +77,7 @@ class Limits:
         if self.memory < GiB:
             raise ValueError(
                 f"the sandbox's memory limit (--memory) must be at least 1G (importing torch alone takes about "
-                f"0.8 GiB of address space), got {format_size(self.memory)}"
+                f"0.6 GiB of address space), got {format_size(self.memory)}"
             )
 
     def rlimits(self) -> dict[str, int]:
