@@ -198,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_size("--disk"),
         default=512 * 2**20,
         metavar="SIZE",
-        help="size of each writable folder: /work, /tmp, /dev/shm (tmpfs in memory) and the outputs (default 512M)",
+        help="size of each writable folder (/work, /tmp, /dev/shm: tmpfs in memory) and of the sandbox's files on "
+        "this disk, its outputs and what it prints (default 512M)",
     )
     limits.add_argument(
         "--processes",

@@ -10,8 +10,8 @@ starts, before the first cell runs (hard and soft alike, so the notebook cannot 
 * ``file_size``: ``RLIMIT_FSIZE``, the largest file a process may write (``OSError: File too large``).
 * ``disk``: the size of each writable folder: ``/work`` (the notebook's folder), ``/tmp`` and ``/dev/shm`` are
   tmpfs of this size (in memory, so they count towards the machine's memory; unsized where bwrap is older than 0.7
-  or setuid, see :func:`.sandbox.sized_tmpfs`), and the grader stops the sandbox when the answers' output folder
-  (on disk, so that it survives the sandbox) grows past it.
+  or setuid, see :func:`.sandbox.sized_tmpfs`), and the grader stops the sandbox when its files on the host's
+  disk (the answers' outputs, which must survive the sandbox, and what it prints) grow past it.
 * ``processes``: ``RLIMIT_NPROC``, processes and threads in the sandbox (its own user namespace, so the
   instructor's other processes do not count). The kernel does not enforce it for root (user id 0 outside the
   namespace, whatever the capabilities), so it holds only when the grader runs as a normal user.

@@ -134,9 +134,9 @@ def _disk_use(folder: Path) -> int:
     return total
 
 
-def _wait(proc: subprocess.Popen, out: Path, timeout: float, limits: Limits) -> str:
-    """Wait for the sandbox; kill it at the time limit or when ``out`` outgrows the disk limit. Returns why it was
-    stopped (empty if it ended by itself)."""
+def _wait(proc: subprocess.Popen, work: Path, timeout: float, limits: Limits) -> str:
+    """Wait for the sandbox; kill it at the time limit, or when its files on the host (``work``: the outputs and
+    what it prints) outgrow the disk limit. Returns why it was stopped (empty if it ended by itself)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -145,7 +145,7 @@ def _wait(proc: subprocess.Popen, out: Path, timeout: float, limits: Limits) -> 
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
                 stopped = f"timed out after {timeout:g} s (an infinite loop or a very slow cell?)"
-            elif _disk_use(out) > limits.disk:
+            elif _disk_use(work) > limits.disk:
                 stopped = limits.note("disk")
             else:
                 continue
@@ -188,7 +188,7 @@ def grade_notebook(
             if proc is None:
                 return Graded(error="interrupted")
             try:
-                stopped = _wait(proc, work / "out", timeout, limits)
+                stopped = _wait(proc, work, timeout, limits)
             finally:
                 if running is not None:
                     with running.lock:
