@@ -233,12 +233,12 @@ def build_batch(
     )
     put(
         "e03_disk_limit/03_sinusoidal.ipynb",
-        variant(  # 36 MiB in the output folder and 36 MiB printed (both on the host's disk), then a wait
+        variant(  # 60 MiB in the output folder, 12 MiB printed (both on the host's disk; files under 16 MiB), a wait
             lambda nb: setattr(
                 nb.cells[q3],
                 "source",
-                "import time\nfor i in range(3):\n    with open(f'out/fill{i}.bin', 'wb') as f:\n"
-                "        f.write(bytes(12 * 2**20))\nfor _ in range(36):\n    print('x' * 2**20)\n"
+                "import time\nfor i in range(5):\n    with open(f'out/fill{i}.bin', 'wb') as f:\n"
+                "        f.write(bytes(12 * 2**20))\nfor _ in range(12):\n    print('x' * 2**20)\n"
                 "time.sleep(30)\n" + solution[2],
             )
         ),
