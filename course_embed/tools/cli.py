@@ -55,13 +55,33 @@ def _exercises(args: argparse.Namespace) -> int:
     return 1 if stale else 0
 
 
+def _size(option: str):
+    """An argparse type reading a size such as 4G for ``option``, with an error that names it."""
+
+    def parse(text: str) -> int:
+        from .grading.limits import parse_size
+
+        try:
+            return parse_size(text, option)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    return parse
+
+
 def _grade(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .grading import SandboxUnavailable
     from .grading.batch import Interrupted, grade_batch
     from .grading.gradebook import find_submissions
+    from .grading.limits import Limits
 
+    try:
+        limits = Limits(args.memory, args.file_size, args.disk, args.processes, args.cpu_time)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
     found = find_submissions(args.submissions)
     for skipped in found.skipped:
         print(f"skipped {skipped}", file=sys.stderr)
@@ -76,6 +96,7 @@ def _grade(args: argparse.Namespace) -> int:
                 root=args.root,
                 jobs=args.jobs,
                 timeout=args.timeout,
+                limits=limits,
                 feedback=args.feedback,
                 on_result=lambda row: bar.update(),
             )
@@ -152,6 +173,48 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--exercise", help="exercise name, e.g. 01_token_embedding (default: from the notebooks)")
     gr.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel (default 2)")
     gr.add_argument("--timeout", type=float, default=300, help="seconds allowed per submission (default 300)")
+    limits = gr.add_argument_group(
+        "resource limits of each sandbox",
+        "A submission stopped at one is graded like one that timed out: the questions it checked before count, and "
+        "its error column names the limit, its value and the option to raise. Sizes: 4G, 512M, 100K or bytes. The "
+        "process limit is not enforced when grading as root (the kernel exempts user id 0).",
+    )
+    limits.add_argument(
+        "--memory",
+        type=_size("--memory"),
+        default=4 * 2**30,
+        metavar="SIZE",
+        help="address space of each process (RLIMIT_AS; default 4G; a solution peaks at 0.82G)",
+    )
+    limits.add_argument(
+        "--file-size",
+        type=_size("--file-size"),
+        default=256 * 2**20,
+        metavar="SIZE",
+        help="largest file a process may write (RLIMIT_FSIZE; default 256M)",
+    )
+    limits.add_argument(
+        "--disk",
+        type=_size("--disk"),
+        default=512 * 2**20,
+        metavar="SIZE",
+        help="size of each writable folder (/work, /tmp, /dev/shm: tmpfs in memory) and of the sandbox's files on "
+        "this disk, its outputs and what it prints (default 512M)",
+    )
+    limits.add_argument(
+        "--processes",
+        type=int,
+        default=64,
+        metavar="N",
+        help="processes and threads in the sandbox (RLIMIT_NPROC; default 64)",
+    )
+    limits.add_argument(
+        "--cpu-time",
+        type=int,
+        default=600,
+        metavar="SECONDS",
+        help="CPU seconds of each process, a backstop to --timeout (default 600)",
+    )
     gr.add_argument(
         "--root",
         default="exercises",

@@ -122,22 +122,28 @@ def test_plausible_wrong_answers_fail_a_hidden_test(built_exercises, name, quest
     assert failed, f"{name} {question}: the wrong answer '{label}' passes every hidden test"
 
 
-def test_site_page_lists_every_exercise_and_the_book_does_not_run_them():
+def test_site_pages_list_every_exercise_and_the_book_does_not_run_them():
+    """The learner's page says how to do an exercise; the instructor's page how to release, grade and limit."""
     page = (ROOT / "book" / "exercises.md").read_text()
     for name in NAMES:
         assert f"exercises/{name}.ipynb" in page, f"book/exercises.md does not list {name}"
+    for needle in ('grader.check("q1")', "grader.export", "jupyter lab", "exercises/source", "sandbox"):
+        assert needle in page, f"book/exercises.md does not mention {needle}"
+    assert "](instructors.md)" in page and "## For instructors" in page
+    instructors = (ROOT / "book" / "instructors.md").read_text()
     for needle in (
-        'grader.check("q1")',
         "course-embed grade",
         "course-embed release",
-        "grader.export",
-        "jupyter lab",
+        "course-embed exercises",
         "exercises/source",
         "sandbox",
     ):
-        assert needle in page
+        assert needle in instructors, f"book/instructors.md does not mention {needle}"
+    for option in ("--timeout", "--memory", "--file-size", "--disk", "--processes", "--cpu-time"):
+        assert f"`{option}`" in instructors, f"book/instructors.md does not document course-embed grade {option}"
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
-    assert "book/exercises" in files and not any(f.startswith("exercises/") for f in files)
+    assert files.index("book/instructors") == files.index("book/exercises") + 1
+    assert not any(f.startswith("exercises/") for f in files)
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'norecursedirs = \[[^\]]*"exercises"', pyproject), "nbval must not collect the exercises"

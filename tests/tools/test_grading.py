@@ -1,6 +1,7 @@
 """Grading can be trusted: each submission runs in a bubblewrap sandbox and only gathers its answers' outputs; the
 grader checks them outside. Solutions score full marks, untouched notebooks zero, answers that reuse course_embed
-nothing, each cheat of issue 15 only what it honestly answered, and every broken submission gets its row.
+nothing, each cheat of issue 15 only what it honestly answered, every broken submission gets its row, and one
+stopped at a resource limit keeps the questions it checked before, with a note naming the limit.
 
 The helpers are tested without a sandbox; the round trips share two batches (module-scoped fixtures) so that the
 sandboxes start once: one per exercise (solution, untouched, partly right) and the cheating batch of exercise 03.
@@ -11,6 +12,8 @@ import csv
 import json
 import os
 import pickle
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,11 +33,12 @@ from course_embed.tools.grading import batch, compare, probe, sandbox
 from course_embed.tools.grading.compare import Question, TestResult, load_suite, read_output, strip_checks
 from course_embed.tools.grading.feedback import results_json
 from course_embed.tools.grading.gradebook import Gradebook, GradeRow, find_submissions
+from course_embed.tools.grading.limits import Limits, parse_size
 from course_embed.tools.grading.release import make_release
 from course_embed.tools.grading.submission import plan, read_submission
 
 from .grading_cases import ALIASES, NAMES, ROOT, solution_answers, with_answers
-from .grading_cases.cheats import SURVIVOR_TOKEN, build_batch, loop_notebook
+from .grading_cases.cheats import LIMIT_OPTIONS, SURVIVOR_TOKEN, build_batch, loop_notebook
 
 SPEC = """
 import torch
@@ -284,7 +288,7 @@ def test_results_json_follows_gradescope():
 def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tmp_path, monkeypatch):
     started, sleepers = [], []
 
-    def fake_grade(path, student, suite, feedback, timeout, running):
+    def fake_grade(path, student, suite, feedback, timeout, running, limits):
         started.append(path.name)
         if path.name == "s0.ipynb":
             return GradeRow(student, str(path), suite.exercise, {q.name: 1.0 for q in suite.questions})
@@ -341,6 +345,85 @@ def test_missing_bubblewrap_is_a_clear_error(monkeypatch):
             sandbox.require_bwrap()
     finally:
         sandbox.require_bwrap.cache_clear()
+
+
+def test_limits_are_options_with_clear_errors_and_notes(capsys):
+    assert [parse_size(t) for t in ("4G", "512M", "100K", "1.5G", "2048", "4GiB")] == [
+        4 * 2**30,
+        512 * 2**20,
+        100 * 2**10,
+        3 * 2**29,
+        2048,
+        4 * 2**30,
+    ]
+    with pytest.raises(ValueError, match=r"--memory must be a size such as 4G.*got '4X'"):
+        parse_size("4X", "--memory")
+    with pytest.raises(ValueError, match=r"memory limit \(--memory\) must be at least 1G"):
+        Limits(memory=512 * 2**20)
+    assert Limits().note("processes") == (
+        "stopped at the sandbox's process limit (64 processes and threads); to allow more, grade again with "
+        "course-embed grade --processes 128"
+    )
+    assert (
+        Limits(disk=3 * 2**29)
+        .note("disk")
+        .endswith(
+            "disk limit (1.5 GiB per writable folder); to allow more, grade again with course-embed grade --disk 3G"
+        )
+    )
+    with pytest.raises(SystemExit):
+        main(["grade", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for option, default in (
+        ("--memory", "4G"),
+        ("--file-size", "256M"),
+        ("--disk", "512M"),
+        ("--processes", "64"),
+        ("--cpu-time", "600"),
+    ):
+        assert re.search(rf"{option} \S+ .*?default {default}\b", shown), option
+    assert main(["grade", "x.ipynb", "--memory", "100M"]) == 2
+    assert "must be at least 1G" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root, to run as nobody too")
+def test_the_process_limit_holds_for_an_ordinary_user_not_for_root():
+    """What book/instructors.md says: the kernel exempts user id 0 from RLIMIT_NPROC, capabilities or not."""
+    forks = (
+        "import os, resource, time\nresource.setrlimit(resource.RLIMIT_NPROC, (8, 8))\nn = 0\ntry:\n"
+        "    for _ in range(20):\n        if os.fork() == 0:\n            time.sleep(2)\n            os._exit(0)\n"
+        "        n += 1\nexcept BlockingIOError:\n    pass\nprint(n)"
+    )
+    box = [
+        "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]
+    box += [
+        arg
+        for top in ("bin", "lib", "lib64")
+        if Path(f"/{top}").is_symlink()
+        for arg in ("--symlink", os.readlink(f"/{top}"), f"/{top}")
+    ]
+    python = ["--", "/usr/bin/python3", "-I", "-c", forks]
+    nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    counts = {
+        who: int(subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout)
+        for who, cmd in {
+            "root": box + python,
+            "root without capabilities": box + ["--cap-drop", "ALL"] + python,
+            "nobody": nobody + box + python,
+        }.items()
+    }
+    assert counts["root"] == counts["root without capabilities"] == 20
+    assert counts["nobody"] < 8
 
 
 def test_release_leaves_out_solutions_and_hidden_tests(tmp_path):
@@ -414,8 +497,8 @@ def test_reference_aliases_get_nothing_and_the_rest_full_credit(graded, name):
 
 @pytest.fixture(scope="module")
 def cheat_batch(built_exercises, tmp_path_factory):
-    """The batch of exercise 03 (see grading_cases/cheats.py) graded through the CLI, and, at the same time, a
-    notebook that loops in q3, graded with a short time limit."""
+    """The batch of exercise 03 (see grading_cases/cheats.py) graded through the CLI under the limits of
+    LIMIT_OPTIONS, and, at the same time, a notebook that loops in q3, graded with a short time limit."""
     folder = tmp_path_factory.mktemp("cheats")
     out = folder / "gradebook.csv"
     student = nbformat.read(built_exercises["03_sinusoidal"].student, as_version=4)
@@ -440,6 +523,7 @@ def cheat_batch(built_exercises, tmp_path_factory):
         )
         code = main(
             ["grade", str(folder / "batch"), "--out", str(out), "--root", str(ROOT / "exercises"), "--timeout", "240"]
+            + LIMIT_OPTIONS
         )
         loop_book = looping.result()
     return {

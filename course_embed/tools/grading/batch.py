@@ -11,6 +11,7 @@ from .assign import EXERCISES
 from .compare import Suite, load_suite
 from .feedback import write_feedback
 from .gradebook import Found, Gradebook, GradeRow, find_submissions, infer_exercise, now, safe_name, submitted_at
+from .limits import Limits
 from .sandbox import require_bwrap
 from .submission import Running, grade_notebook, notebook_exercise, read_submission
 
@@ -30,6 +31,7 @@ def grade_submission(
     feedback: Path | None,
     timeout: float = 300.0,
     running: Running | None = None,
+    limits: Limits | None = None,
 ) -> GradeRow:
     """Grade one file; never raises for a broken submission (its row says what went wrong)."""
     row = GradeRow(
@@ -47,7 +49,7 @@ def grade_submission(
             f"(start from exercises/{suite.exercise}.ipynb)"
         )
     else:
-        graded = grade_notebook(nb, suite, timeout, running)
+        graded = grade_notebook(nb, suite, timeout, running, limits)
         results, seconds, row.error = graded.results, graded.seconds, graded.error
         for r in results:
             row.scores[r.question] += r.score
@@ -69,6 +71,7 @@ def grade_batch(
     root: str | Path = EXERCISES,
     jobs: int = 2,
     timeout: float = 300.0,
+    limits: Limits | None = None,
     feedback: str | Path | None = None,
     on_result: Callable[[GradeRow], None] | None = None,
 ) -> Gradebook:
@@ -82,6 +85,8 @@ def grade_batch(
         root: the instructor's exercises folder (``checks/`` and ``source/`` with the hidden tests).
         jobs: sandboxes running at the same time.
         timeout: seconds one submission may run before its sandbox is killed (answered questions still count).
+        limits: memory, file size, disk, processes and CPU time of each sandbox (:class:`.limits.Limits`;
+            default ``Limits()``); a submission stopped at one is graded like one stopped by ``timeout``.
         feedback: folder for ``<student>/results.json`` and ``feedback.txt`` (default: next to ``out``).
         on_result: called with each row as it is done (e.g. to advance a progress bar).
 
@@ -101,7 +106,7 @@ def grade_batch(
     running, done, lock = Running(), {}, threading.Lock()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     futures = {
-        pool.submit(grade_submission, p, found.students.get(p, p.stem), suite, feedback, timeout, running): i
+        pool.submit(grade_submission, p, found.students.get(p, p.stem), suite, feedback, timeout, running, limits): i
         for i, p in enumerate(paths)
     }
     try:

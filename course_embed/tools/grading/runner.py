@@ -8,10 +8,17 @@ the question's outputs in a forked child (so a crash or a change the tests make 
 writes them, test by test, to ``out/<test>.pt`` with ``torch.save``; the grader reads them back with
 ``torch.load(weights_only=True)``. What it wrote before a timeout or a dead process stays: questions answered
 before an infinite loop or ``os._exit`` are still graded. Cell errors go to ``out/cells.json``.
+
+Before the first cell it sets the resource limits the plan names (:mod:`.limits`; soft and hard alike, so the
+notebook cannot raise them). A cell or a gathering that fails at one (out of memory, a file too large, a full
+folder, no process left) ends the run there, like a time limit: the note ``limit:<kind>`` after its error tells
+the grader which limit it was, and the questions checked before it are graded.
 """
 
+import errno
 import json
 import os
+import resource
 import sys
 import traceback
 
@@ -38,8 +45,29 @@ def _save(name, data):
     _atomic(os.path.join(WORK, "out", f"{name}.pt"), lambda tmp: torch.save(data, tmp))
 
 
+#: Exit status of a gathering child stopped at a limit, by the limit's kind (see :func:`_limit_hit`).
+_LIMIT_EXIT = {"memory": 10, "file-size": 11, "disk": 12, "processes": 13}
+
+
+def _limit_hit(error):
+    """The kind of resource limit ``error`` comes from, or ``None``."""
+    if isinstance(error, MemoryError) or "can't allocate memory" in str(error):
+        return "memory"
+    if isinstance(error, OSError) and error.errno in (errno.EFBIG, errno.ENOSPC):
+        return "file-size" if error.errno == errno.EFBIG else "disk"
+    if isinstance(error, BlockingIOError) or "can't start new thread" in str(error):
+        return "processes"  # fork, clone and thread creation fail with EAGAIN at RLIMIT_NPROC
+    return None
+
+
+def _set_limits(limits):
+    for name, value in limits.items():
+        hard = value + 5 if name == "RLIMIT_CPU" else value  # CPU: SIGXCPU at the limit, SIGKILL 5 s later
+        resource.setrlimit(getattr(resource, name), (value, hard))
+
+
 def _gather(question, specs, namespace):
-    """Gather every test of ``question`` in a forked child; returns a note when the child did not finish."""
+    """Gather every test of ``question`` in a forked child; returns ``(note, limit kind)``, empty when it finished."""
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -49,14 +77,17 @@ def _gather(question, specs, namespace):
             for spec in specs:
                 if spec.question == question:
                     _save(spec.name, probe.gather(spec, namespace))
-        except BaseException:
-            code = 3
+        except BaseException as error:
+            code = _LIMIT_EXIT.get(_limit_hit(error), 3)
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
+    kind = next((k for k, code in _LIMIT_EXIT.items() if os.WIFEXITED(status) and os.WEXITSTATUS(status) == code), "")
+    if kind:
+        return f"{question}: the tests stopped while running your answer", kind
     if status:
-        return f"{question}: the tests stopped while running your answer (exit status {status}): a crash?"
-    return ""
+        return f"{question}: the tests stopped while running your answer (exit status {status}): a crash?", ""
+    return "", ""
 
 
 def main():
@@ -75,27 +106,33 @@ def main():
         _atomic(os.path.join(WORK, "out", "cells.json"), lambda tmp: _write_text(tmp, json.dumps(notes)))
 
     questions = sorted({s.question for s in specs})
+    _set_limits(plan.get("limits", {}))
     for step in plan["steps"]:
         if "checkpoint" in step:
-            note = _gather(step["checkpoint"], specs, shell.user_ns)
+            note, kind = _gather(step["checkpoint"], specs, shell.user_ns)
         else:
             result = shell.run_cell(step["source"], store_history=False)
             error = result.error_before_exec or result.error_in_exec
             note = f"{step['label']}: {type(error).__name__}: {str(error)[:120]}" if error is not None else ""
-        if note:
-            notes.append(note)
+            kind = _limit_hit(error) if error is not None else None
+        notes += [n for n in (note, f"limit:{kind}" if kind else "") if n]
         report()
+        if kind:
+            return 4
     for question in questions:  # the final state wins, as when the notebook is run top to bottom
-        note = _gather(question, specs, shell.user_ns)
-        if note:
-            notes.append(note)
+        note, kind = _gather(question, specs, shell.user_ns)
+        notes += [n for n in (note, f"limit:{kind}" if kind else "") if n]
+        if kind:
+            report()
+            return 4
     notes.append("finished")
     report()
+    return 0
 
 
 if __name__ == "__main__":
     try:
-        main()
+        sys.exit(main())
     except Exception:
         traceback.print_exc()
         sys.exit(2)

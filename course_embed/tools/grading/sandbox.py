@@ -1,11 +1,13 @@
 """The sandbox one submission runs in: bubblewrap (``bwrap``), no network, nothing of the repository.
 
 What the submission's processes see: the system's ``/usr`` (and ``/lib*``, ``/bin``) and this Python's prefix,
-read-only; a private ``/tmp``; fresh ``/proc`` and ``/dev``; and one writable folder, ``/work``, holding the
-notebook's cells, the runner, the *gathering* halves of the tests and a stub ``course_embed`` (``setup`` and the
-test runtime only: none of the functions the questions ask for). The repository, the solutions, the hidden checks,
-the home folder and the gradebook are not mounted at all, and the real ``course_embed`` is hidden under an empty
-tmpfs if it is installed inside a mounted folder.
+read-only; fresh ``/proc`` and ``/dev``; a private ``/tmp`` and ``/dev/shm``; and ``/work``, the notebook's folder,
+holding, read-only, the notebook's cells, the runner, the *gathering* halves of the tests and a stub
+``course_embed`` (``setup`` and the test runtime only: none of the functions the questions ask for), and
+``/work/out``, the one folder of the host it writes to (the outputs). ``/tmp``, ``/dev/shm`` and ``/work`` are tmpfs
+of a fixed size, and the runner sets the other resource limits of :mod:`.limits` before the first cell runs. The
+repository, the solutions, the hidden checks, the home folder and the gradebook are not mounted at all, and the real
+``course_embed`` is hidden under an empty tmpfs if it is installed inside a mounted folder.
 
 Namespaces: ``--unshare-all`` (user, PID, network, IPC, UTS, cgroup), so there is no network but loopback, and
 ``--die-with-parent``: when the grader kills the sandbox (time limit) or exits, the sandbox's PID 1 dies and the
@@ -21,9 +23,13 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+from .limits import Limits
 
 GRADING_DIR = Path(__file__).resolve().parent
 PACKAGE_DIR = GRADING_DIR.parents[1]  # course_embed/
@@ -60,8 +66,14 @@ def _system_mounts() -> list[str]:
     return args
 
 
-def command(work: Path, argv: list[str]) -> list[str]:
-    """The ``bwrap`` command line running ``argv`` in the sandbox, with ``work`` as its only writable folder."""
+def command(work: Path, argv: list[str], limits: Limits | None = None) -> list[str]:
+    """The ``bwrap`` command line running ``argv`` in the sandbox, in ``/work``.
+
+    ``/work`` is a tmpfs of ``limits.disk`` bytes (as are ``/tmp`` and ``/dev/shm``; unsized where
+    :func:`sized_tmpfs` says bwrap cannot), holding what ``work`` holds, read-only, except ``work/out``, the one
+    folder of the host the sandbox writes to (the answers' outputs).
+    """
+    size = str((limits or Limits()).disk)
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": "/work",
@@ -77,26 +89,30 @@ def command(work: Path, argv: list[str]) -> list[str]:
     for key, value in env.items():
         args += ["--setenv", key, value]
     args += _system_mounts()
-    args += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-        "--bind",
-        str(work),
-        "/work",
-        "--chdir",
-        "/work",
-        "--",
-    ]
-    return args + argv
+    sized = ["--size", size] if sized_tmpfs() else []
+    args += ["--proc", "/proc", "--dev", "/dev", *sized, "--tmpfs", "/dev/shm"]
+    args += [*sized, "--tmpfs", "/tmp", *sized, "--tmpfs", "/work"]
+    for path in sorted(work.iterdir()):
+        if path.name != "sandbox.log":
+            args += ["--bind" if path.name == "out" else "--ro-bind", str(path), f"/work/{path.name}"]
+    return args + ["--chdir", "/work", "--", *argv]
 
 
-def python(work: Path, script: str) -> list[str]:
+@functools.cache
+def sized_tmpfs() -> bool:
+    """Whether this ``bwrap`` can give a tmpfs a size (``--size``: bubblewrap 0.7 and later, and not setuid)."""
+    path = shutil.which("bwrap")
+    if path is None or os.stat(path).st_mode & stat.S_ISUID:
+        return False
+    try:
+        return "--size" in subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def python(work: Path, script: str, limits: Limits | None = None) -> list[str]:
     """The command running ``/work/<script>`` with this Python, isolated from the environment (``-I``)."""
-    return command(work, [os.path.realpath(sys.executable), "-I", f"/work/{script}"])
+    return command(work, [os.path.realpath(sys.executable), "-I", f"/work/{script}"], limits)
 
 
 @functools.cache
@@ -107,12 +123,12 @@ def require_bwrap() -> str:
             "grading runs every submission in a bubblewrap sandbox, and `bwrap` is not installed: install Debian's "
             "`bubblewrap` package (sudo apt-get install bubblewrap) and run the command again"
         )
-    probe = command(Path("/tmp"), [os.path.realpath(sys.executable), "-I", "-c", "print('ok')"])
-    probe[probe.index("--bind") + 1] = os.path.realpath(os.environ.get("TMPDIR", "/tmp"))
-    try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired as err:
-        raise SandboxUnavailable("`bwrap` did not start a sandbox within 120 s") from err
+    with tempfile.TemporaryDirectory(prefix="course-embed-probe-") as empty:
+        probe = command(Path(empty), [os.path.realpath(sys.executable), "-I", "-c", "print('ok')"])
+        try:
+            done = subprocess.run(probe, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired as err:
+            raise SandboxUnavailable("`bwrap` did not start a sandbox within 120 s") from err
     if done.returncode != 0 or done.stdout.strip() != "ok":
         raise SandboxUnavailable(
             f"`bwrap` cannot create a sandbox here: {done.stderr.strip()[:300] or done.returncode}. It needs "

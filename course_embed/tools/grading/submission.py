@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from . import sandbox
 from .compare import Suite, TestResult, score
+from .limits import Limits
 
 ANSWER_TAG = "otter_answer_cell"  # otter assign tags every cell where the learner writes an answer
 _CHECK = re.compile(r"""^\s*grader\.check\(\s*["'](\w+)["']\s*\)\s*$""")
@@ -106,9 +109,9 @@ class Running:
                 proc.kill()
 
 
-def _start(work: Path, out, running: Running | None) -> subprocess.Popen | None:
+def _start(work: Path, out, running: Running | None, limits: Limits) -> subprocess.Popen | None:
     """Start the sandbox, registered in ``running``; ``None`` when the batch was interrupted."""
-    command = sandbox.python(work, "runner.py")
+    command = sandbox.python(work, "runner.py", limits)
     if running is None:
         return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     with running.lock:
@@ -119,29 +122,73 @@ def _start(work: Path, out, running: Running | None) -> subprocess.Popen | None:
         return proc
 
 
-def grade_notebook(nb: dict, suite: Suite, timeout: float = 300.0, running: Running | None = None) -> Graded:
+def _disk_use(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (what they occupy on disk)."""
+    total = 0
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+def _wait(proc: subprocess.Popen, work: Path, timeout: float, limits: Limits) -> str:
+    """Wait for the sandbox; kill it at the time limit, or when its files on the host (``work``: the outputs and
+    what it prints) outgrow the disk limit. Returns why it was stopped (empty if it ended by itself)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+            return ""
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                stopped = f"timed out after {timeout:g} s (an infinite loop or a very slow cell?)"
+            elif _disk_use(work) > limits.disk:
+                stopped = limits.note("disk")
+            else:
+                continue
+            proc.kill()
+            proc.wait()
+            return stopped
+
+
+def _why_stopped(returncode: int, notes: list[str], limits: Limits) -> str:
+    """Why a sandbox that was not killed by the grader ended before its last cell."""
+    kinds = [n.split(":", 1)[1] for n in notes if n.startswith("limit:")]
+    if kinds:
+        return limits.note(kinds[-1])
+    if returncode == 128 + signal.SIGXCPU:  # bwrap exits with 128 + the signal that ended its child
+        return limits.note("cpu-time")
+    return (
+        f"the notebook's process died (exit status {returncode}: os._exit, a crash, or killed by the system, "
+        f"e.g. out of memory)"
+    )
+
+
+def grade_notebook(
+    nb: dict, suite: Suite, timeout: float = 300.0, running: Running | None = None, limits: Limits | None = None
+) -> Graded:
     """Run ``nb`` in a sandbox, then check its outputs here; never raises for a broken notebook.
 
-    The sandbox is killed after ``timeout`` seconds; tests of questions answered before that are still graded.
+    The sandbox is killed after ``timeout`` seconds, and runs under ``limits`` (:class:`.limits.Limits`; default
+    ``Limits()``); tests of questions answered before a time or resource limit stopped it are still graded.
     Raises :class:`.sandbox.SandboxUnavailable` when bubblewrap cannot run.
     """
     sandbox.require_bwrap()
+    limits = limits or Limits()
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="course-embed-grade-"))
     try:
-        sandbox.prepare(work, suite.sources, json.dumps({"steps": plan(nb)}))
+        sandbox.prepare(work, suite.sources, json.dumps({"steps": plan(nb), "limits": limits.rlimits()}))
         log = work / "sandbox.log"
         with open(log, "wb") as out:
-            proc = _start(work, out, running)
+            proc = _start(work, out, running, limits)
             if proc is None:
                 return Graded(error="interrupted")
             try:
-                proc.wait(timeout=timeout)
-                stopped = ""
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                stopped = f"timed out after {timeout:g} s (an infinite loop or a very slow cell?)"
+                stopped = _wait(proc, work, timeout, limits)
             finally:
                 if running is not None:
                     with running.lock:
@@ -153,9 +200,9 @@ def grade_notebook(nb: dict, suite: Suite, timeout: float = 300.0, running: Runn
             notes = []
         finished = notes[-1:] == ["finished"]
         if not stopped and not finished:
-            stopped = f"the notebook's process died (exit status {proc.returncode}: os._exit, a crash or out of memory)"
+            stopped = _why_stopped(proc.returncode, notes, limits)
         results = score(suite, work / "out", stopped)
-        errors = ([stopped] if stopped else []) + [n for n in notes if n != "finished"]
+        errors = ([stopped] if stopped else []) + [n for n in notes if n != "finished" and not n.startswith("limit:")]
         return Graded(results, "; ".join(_short(e, 200) for e in errors), time.monotonic() - start)
     finally:
         shutil.rmtree(work, ignore_errors=True)

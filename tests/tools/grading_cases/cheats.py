@@ -18,6 +18,10 @@ from . import answer_cells, with_answers
 #: A token in the command line of every process a cheat leaves behind, so a test can look for survivors in /proc.
 SURVIVOR_TOKEN = "course-embed-cheat-survivor-7f3a"
 
+#: The limits the batch is graded under (``course-embed grade`` options): the default memory limit (4 GiB), and
+#: file size and disk limits small enough that the cases that hit them stay fast.
+LIMIT_OPTIONS = ["--file-size", "16M", "--disk", "64M"]
+
 
 @dataclass
 class Case:
@@ -200,6 +204,47 @@ def build_batch(
         variant(lambda nb: setattr(nb.cells[q3], "source", "import os\nos._exit(1)")),
         (4, 3, 0),
         "the notebook's process died",
+    )
+    # resource limits: each stops the notebook in q3's cell, which would be right without the limit
+    put(
+        "e01_memory_limit/03_sinusoidal.ipynb",
+        variant(  # 8 GiB of address space, not touched: without a limit this succeeds at no cost
+            lambda nb: setattr(
+                nb.cells[q3], "source", "huge = torch.empty(8 * 2**30, dtype=torch.uint8)\n" + solution[2]
+            )
+        ),
+        (4, 3, 0),
+        "stopped at the sandbox's memory limit (4 GiB of address space per process); to allow more, grade again "
+        "with course-embed grade --memory 8G",
+    )
+    put(
+        "e02_file_size_limit/03_sinusoidal.ipynb",
+        variant(  # 48 MiB in one file, written 1 MiB at a time (the file size limit is 16 MiB, the folder 64 MiB)
+            lambda nb: setattr(
+                nb.cells[q3],
+                "source",
+                "with open('big.bin', 'wb') as f:\n    for _ in range(48):\n        f.write(bytes(2**20))\n"
+                + solution[2],
+            )
+        ),
+        (4, 3, 0),
+        "stopped at the sandbox's file size limit (16 MiB per file); to allow more, grade again with "
+        "course-embed grade --file-size 32M",
+    )
+    put(
+        "e03_disk_limit/03_sinusoidal.ipynb",
+        variant(  # 60 MiB in the output folder, 12 MiB printed (both on the host's disk; files under 16 MiB), a wait
+            lambda nb: setattr(
+                nb.cells[q3],
+                "source",
+                "import time\nfor i in range(5):\n    with open(f'out/fill{i}.bin', 'wb') as f:\n"
+                "        f.write(bytes(12 * 2**20))\nfor _ in range(12):\n    print('x' * 2**20)\n"
+                "time.sleep(30)\n" + solution[2],
+            )
+        ),
+        (4, 3, 0),
+        "stopped at the sandbox's disk limit (64 MiB per writable folder); to allow more, grade again with "
+        "course-embed grade --disk 128M",
     )
     put("d05_deleted/03_sinusoidal.ipynb", variant(lambda nb: nb.cells.pop(q2)), (4, 0, 2), "")
     put(
