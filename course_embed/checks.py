@@ -47,11 +47,12 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
         )
     if ids.device.type == "meta" or ids.numel() == 0:
         return  # no values to check
-    if ids.device.type != "cpu" or torch.compiler.is_compiling():
+    compiling = torch.compiler.is_compiling()
+    if ids.device.type != "cpu" or compiling:
         lo, hi = torch.aminmax(ids)  # stays on the device, or in the compiled graph
         ok = (lo >= 0) & (hi < num_embeddings)
         message = f"{name} contains an id outside the vocabulary [0, {num_embeddings})"
-        if torch.compiler.is_compiling():
+        if compiling:
             message += "; a compiled check cannot name the id: call the model eagerly on these ids to see it"
         torch._assert_async(ok, message)
         return

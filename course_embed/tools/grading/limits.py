@@ -24,11 +24,11 @@ cgroup bounds their sum (e.g. the whole batch under ``systemd-run --user --scope
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 MiB, GiB = 2**20, 2**30
 
-#: What each limit is called, how the note describes its value, and the option that raises it.
+#: How the note describes each limit and its value; the key is also the option that raises it (``--memory``).
 _WHAT = {
     "memory": "memory limit ({} of address space per process)",
     "file-size": "file size limit ({} per file)",
@@ -68,7 +68,7 @@ class Limits:
     cpu_time: int = 600
 
     def __post_init__(self):
-        for name in ("memory", "file_size", "disk", "processes", "cpu_time"):
+        for name in (f.name for f in fields(self)):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(
@@ -91,17 +91,20 @@ class Limits:
 
     def value(self, kind: str) -> str:
         """The limit ``kind`` (``memory``, ``file-size``, ``disk``, ``processes``, ``cpu-time``) as written."""
-        value = getattr(self, kind.replace("-", "_"))
-        return format_size(value) if kind in ("memory", "file-size", "disk") else str(value)
+        return _written(kind, getattr(self, kind.replace("-", "_")))
 
     def note(self, kind: str) -> str:
         """The gradebook's note for a submission stopped at the limit ``kind``: which, its value, how to raise it."""
-        raised = (
-            format_size(2 * getattr(self, kind.replace("-", "_"))).replace(" ", "").replace("iB", "")
-            if kind in ("memory", "file-size", "disk")
-            else str(2 * getattr(self, kind.replace("-", "_")))
-        )
+        doubled = _written(kind, 2 * getattr(self, kind.replace("-", "_")))
+        raised = doubled.replace(" ", "").replace("iB", "") if kind in _SIZES else doubled  # 8 GiB -> 8G
         return (
             f"stopped at the sandbox's {_WHAT[kind].format(self.value(kind))}; to allow more, grade again with "
             f"course-embed grade --{kind} {raised}"
         )
+
+
+_SIZES = ("memory", "file-size", "disk")  # the limits given in bytes
+
+
+def _written(kind: str, value: int) -> str:
+    return format_size(value) if kind in _SIZES else str(value)

@@ -105,6 +105,12 @@ def main():
     def report():
         _atomic(os.path.join(WORK, "out", "cells.json"), lambda tmp: _write_text(tmp, json.dumps(notes)))
 
+    def record(note, kind):
+        """Note what went wrong (and ``limit:<kind>`` when a resource limit stopped it); True to stop here."""
+        notes.extend(n for n in (note, f"limit:{kind}" if kind else "") if n)
+        report()
+        return bool(kind)
+
     questions = sorted({s.question for s in specs})
     _set_limits(plan.get("limits", {}))
     for step in plan["steps"]:
@@ -115,15 +121,10 @@ def main():
             error = result.error_before_exec or result.error_in_exec
             note = f"{step['label']}: {type(error).__name__}: {str(error)[:120]}" if error is not None else ""
             kind = _limit_hit(error) if error is not None else None
-        notes += [n for n in (note, f"limit:{kind}" if kind else "") if n]
-        report()
-        if kind:
+        if record(note, kind):
             return 4
     for question in questions:  # the final state wins, as when the notebook is run top to bottom
-        note, kind = _gather(question, specs, shell.user_ns)
-        notes += [n for n in (note, f"limit:{kind}" if kind else "") if n]
-        if kind:
-            report()
+        if record(*_gather(question, specs, shell.user_ns)):
             return 4
     notes.append("finished")
     report()
