@@ -177,6 +177,7 @@ def guide_commands() -> list[str]:
         for line in block.splitlines():
             found += [part.strip() for part in line.split(" #")[0].split("&&")]
     found += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    found = [re.sub(r"^([A-Z_]+=\S+\s+)+", "", c) for c in found]  # `VAR=value command`: check the command
     return [c for c in found if COMMAND.match(c + " ")]
 
 
@@ -284,6 +285,39 @@ def test_workflow_runs_the_readme_commands():
     (python,) = _uses(job, "actions/setup-python")
     requires = _pyproject()["project"]["requires-python"]
     assert python["with"]["cache"] == "pip" and requires == f">={python['with']['python-version']}"
+
+
+def test_workflow_runs_the_kernel_check_after_the_tests():
+    runs = _runs(_workflow()["jobs"]["test"])
+    check = readme_command("kernel check command")
+    assert check.startswith("ATEN_CPU_CAPABILITY=") and "pytest book/" in check, check
+    assert check in runs, f"the workflow must run the README's kernel check {check!r}"
+    assert runs.index(readme_test_command()) < runs.index(check)
+
+
+def test_ci_runs_the_readme_commands_in_a_fresh_venv_outside_the_repository(tmp_path):
+    """.ci/run, run with stand-in commands: a venv made with `python3 -m venv` outside the checkout, its python3
+    first on PATH for each of the README's three commands, in order."""
+    fake = tmp_path / "r"
+    (fake / ".ci").mkdir(parents=True)
+    (fake / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
+    log = tmp_path / "log"
+    readme = (ROOT / "README.md").read_text()
+    for marker, name in (("install command", "install"), ("test command", "test"), ("kernel check command", "check")):
+        readme = readme.replace(readme_command(marker), f'echo {name} "$(command -v python3)" >> {log}', 1)
+    (fake / "README.md").write_text(readme)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV",)}
+    env["TMPDIR"] = str(tmp_path)
+    proc = subprocess.run(["bash", str(fake / ".ci" / "run")], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line.split() for line in log.read_text().splitlines()]
+    assert [name for name, _ in lines] == ["install", "test", "check"]
+    pythons = {Path(python) for _, python in lines}
+    assert len(pythons) == 1, pythons
+    (python,) = pythons
+    venv = python.parent.parent
+    assert (venv / "pyvenv.cfg").is_file(), f"{python} is not a virtual environment's python3"
+    assert fake not in venv.parents and ROOT not in venv.parents, f"the venv {venv} is inside the repository"
 
 
 def test_workflow_caches_site_assets_and_keeps_the_site_and_screenshots(monkeypatch):
