@@ -8,9 +8,9 @@ ALiBi, T5 bias), several seeds each, are trained on CPython's own ``pydoc_data``
 measured at 1x to 8x that length; the RoPE model with the standard base is then extended (position interpolation,
 NTK, dynamic NTK, YaRN and YaRN's two ingredients) zero-shot and after a short fine-tune. See
 ``course_embed/lab/extrapolation.py``. Each (model, seed) task runs in its own process with one thread, so the
-numbers do not depend on ``--jobs``. With the default ``--jobs 2`` on a two-core machine the full study took 28
-minutes with nothing else running, and 32 minutes for the shipped file, while other tests used part of a core for its
-first ten minutes; the file records its wall time, core count and load.
+numbers do not depend on ``--jobs``. With the default ``--jobs 2`` on an otherwise idle two-core machine the full
+study takes about 28 minutes; the recorded run took 32 minutes, and the file records its wall time, core count and
+load average.
 """
 
 from __future__ import annotations

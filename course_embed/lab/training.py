@@ -301,3 +301,31 @@ def plot_training(
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return fig
+
+
+def plot_training_panels(
+    steps: torch.Tensor,
+    accuracy: torch.Tensor,
+    panels: dict[str, dict[str, Sequence[int]]],
+    chance: float | None = None,
+    title: str = "",
+):
+    """Like :func:`plot_training`, one panel per entry of ``panels`` (panel title -> groups), sharing the y axis, so
+    that overlapping bands of different groups are read side by side instead of on top of each other."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.4), sharey=True, squeeze=False)
+    for ax, (panel, groups) in zip(axes[0], panels.items(), strict=True):
+        for label, members in groups.items():
+            acc = accuracy[:, list(members)]  # (t, seeds)
+            (line,) = ax.plot(steps.numpy(), acc.mean(1).numpy(), lw=1.6, label=f"{label} ({len(members)} seeds)")
+            low, high = acc.min(1).values.numpy(), acc.max(1).values.numpy()
+            ax.fill_between(steps.numpy(), low, high, color=line.get_color(), alpha=0.2, lw=0)
+        if chance is not None:
+            ax.axhline(chance, color="gray", ls=":", lw=1, label="chance")
+        ax.set_title(panel, fontsize=10)
+        ax.set_xlabel("training step")
+        ax.legend(fontsize=8, loc="upper left")
+    axes[0, 0].set_ylabel("held-out accuracy")
+    axes[0, 0].set_ylim(0, 1.02)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -165,3 +165,16 @@ def test_plot_training_draws_mean_and_band():
     assert ax.lines[0].get_ydata().tolist() == pytest.approx([0.2, 0.7])
     assert ax.lines[1].get_ydata().tolist() == pytest.approx([0.5, 1.0])
     assert ax.get_xlabel() == "training step" and ax.get_ylabel() == "held-out accuracy"
+
+
+def test_plot_training_panels_draws_each_group_in_its_panel():
+    steps = torch.tensor([10, 20])
+    acc = torch.tensor([[0.1, 0.3, 0.5, 0.0], [0.6, 0.8, 1.0, 0.2]], dtype=torch.float64)
+    panels = {"left": {"a": [0, 1]}, "right": {"b": [2], "c": [3]}}
+    fig = tr.plot_training_panels(steps, acc, panels, chance=0.25, title="t")
+    left, right = fig.axes
+    assert left.get_title() == "left" and right.get_title() == "right"
+    assert left.lines[0].get_ydata().tolist() == pytest.approx([0.2, 0.7])
+    assert right.lines[1].get_ydata().tolist() == pytest.approx([0.0, 0.2])
+    assert [t.get_text() for t in right.get_legend().get_texts()] == ["b (1 seeds)", "c (1 seeds)", "chance"]
+    assert left.get_ylabel() == "held-out accuracy"
