@@ -115,10 +115,10 @@ class RotaryEmbedding(nn.Module):
         (pad positions clamped to 0). ``q`` and ``k`` may differ in ``h`` (grouped-query attention).
 
     Tables: the rows for positions ``0 .. max(max_len, end) - 1`` are kept per (frequency set, device, dtype),
-    keys this module controls, never data pointers; a call that reaches past them with at least half of its rows
-    new rebuilds them to its end (cost proportional to the call's own length); a shorter call past them (a decoding
-    step) computes its own rows and keeps nothing, so no step pays for a rebuild and the memory held is what the
-    longest prompt needed.
+    keys this module controls, never data pointers. They are built by a call that ends within ``max_len`` or
+    covers at least half of the rows up to its end (a cost proportional to the call's own length); a shorter call
+    past them (a decoding step, or the first step with LongRoPE's long factors) computes its own rows and keeps
+    nothing, so no step pays for a rebuild and the memory held is what ``max_len`` and the longest prompt need.
 
     Dynamic NTK (``"dynamic"``): up to the original length ``L0`` plain RoPE; past it the base grows with a length
     ``L``, ``base * (factor L / L0 - (factor - 1))**(h_d / (h_d - 2))``, and every row of the call is computed with
@@ -222,12 +222,12 @@ class RotaryEmbedding(nn.Module):
         key = (which, torch.device(device), dtype)
         tables = self._tables.get(key) if isinstance(which, str) else None
         if isinstance(which, str) and (tables is None or tables[0].shape[0] < end):
-            size = max(end, self.max_len)
-            if tables is None or 2 * (end - start) >= end:
+            if 2 * (end - start) >= end or end <= self.max_len:  # the call covers half the rows: build them
+                size = max(end, self.max_len)
                 tables = rotation_tables(*self._angles(which, torch.arange(size)), self.layout, dtype, device)
                 self._tables[key] = tables
             else:
-                tables = None  # a short call past the tables: its own rows, below
+                tables = None  # a short call past the tables (a decoding step): its own rows, below
         if tables is None:
             positions = torch.arange(start, end) if position_ids is None else position_ids
             tables = rotation_tables(*self._angles(which, positions), self.layout, dtype, device)

@@ -473,3 +473,22 @@ def test_bad_inputs():
         rope.cos_sin(4, offset=-2)
     with pytest.raises(ValueError, match="same positions"):
         rope(torch.zeros(1, 1, 4, 8), torch.zeros(1, 1, 5, 8))
+
+
+def test_longrope_decoding_past_the_original_length_builds_no_long_table(gen):
+    pairs = 4
+    scaling = {
+        "rope_type": "longrope",
+        "factor": 4.0,
+        "original_max_position_embeddings": 64,
+        "short_factor": [1.0] * pairs,
+        "long_factor": [2.0] * pairs,
+    }
+    rope = RotaryEmbedding(8, rope_scaling=scaling, max_len=32, layout="half")
+    rope.rotate(torch.randn(1, 1, 32, 8, generator=gen))
+    step = torch.randn(1, 1, 1, 8, generator=gen, dtype=torch.float64)
+    out = rope.rotate(step, offset=5000)  # one step with the long factors: its own row
+    assert {key[0] for key in rope._tables} == {"plain"}
+    long_theta = theta(8) / torch.tensor([2.0] * pairs, dtype=torch.float64)
+    attention = math.sqrt(1 + math.log(4.0) / math.log(64))
+    torch.testing.assert_close(out, attention * reference_half(step, torch.tensor([5000]), long_theta))
