@@ -142,7 +142,7 @@ def rope_kwargs(config) -> dict:
             (``config.to_dict()``, or a ``config.json`` loaded with ``json.load``).
 
     Returns:
-        ``{"head_dim": h_d, "base": rope_theta, "rope_scaling": dict or None, "max_len": ...}``, where:
+        ``{"head_dim": h_d, "base": rope_theta, "rope_scaling": dict or None}``, where:
 
         * the scaling comes from ``rope_parameters`` (transformers 5, ``rope_theta`` inside) or ``rope_scaling``
           (transformers 4) with ``rope_theta`` beside it; ``type`` or ``rope_type``; ``"su"`` is LongRoPE;
@@ -184,12 +184,7 @@ def rope_kwargs(config) -> dict:
         params.pop("type", None)
     elif set(params) <= {"rope_type", "type"}:
         params = {}
-    return {
-        "head_dim": int(head_dim),
-        "base": float(base),
-        "rope_scaling": params or None,
-        "max_len": min(int(max_positions or 2048), 4096),
-    }
+    return {"head_dim": int(head_dim), "base": float(base), "rope_scaling": params or None}
 
 
 def _config_dict(config) -> dict:
@@ -209,8 +204,7 @@ def _config_dict(config) -> dict:
 def _factor_list(value, name: str) -> tuple[float, ...]:
     if isinstance(value, str | bytes) or not hasattr(value, "__len__"):
         raise TypeError(f"{name} must be a list of numbers (one divisor per rotated pair), got {value!r}")
-    numbers_ = tuple(check_number(v, f"{name}[{i}]", above=0.0) for i, v in enumerate(value))
-    return numbers_
+    return tuple(check_number(v, f"{name}[{i}]", above=0.0) for i, v in enumerate(value))
 
 
 def _positive_int(value, name: str) -> int:

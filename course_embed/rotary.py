@@ -167,10 +167,10 @@ class RotaryEmbedding(nn.Module):
         self.rotary_dim = rotary_dims(head_dim, scaling)
         self.max_len, self.dynamic_rule = max_len, dynamic_rule
         self._scaling = scaling
-        self._theta = {  # frequency set -> (theta (p,) float64, attention factor); validates every value now
-            "plain": rope_parameters(head_dim, self.base, scaling),
-            "long": rope_parameters(head_dim, self.base, scaling, seq_len=self._original + 1),
-        }
+        # frequency set -> (theta (p,) float64, attention factor); rope_parameters checks every value now
+        self._theta = {"plain": rope_parameters(head_dim, self.base, scaling)}
+        if self.rope_type == "longrope":
+            self._theta["long"] = rope_parameters(head_dim, self.base, scaling, seq_len=self._original + 1)
         self.attention_factor = self._theta["plain"][1]
         self._tables: dict[tuple, tuple[torch.Tensor, ...]] = {}  # (set, device, dtype) -> rows 0 .. n - 1
         self._longest = self._original  # the transformers rule's state

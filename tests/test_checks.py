@@ -137,6 +137,8 @@ def test_bad_dtype_and_device_fail_at_construction(kwargs, error, match):
         lambda: ce.TransformerEmbedding(10, 8, **kwargs),
         lambda: ce.TokenEmbedding(10, 8, **kwargs),
         lambda: ce.LearnedPositionalEmbedding(10, 8, **kwargs),
+        lambda: ce.MultilingualEmbedding({"en": 10}, 8, **kwargs),
+        lambda: ce.RelativePositionBias(2, **kwargs),
     ):
         with pytest.raises(error, match=match):
             build()
