@@ -171,3 +171,14 @@ def test_batch_first_errors_name_the_convention():
         ce.LearnedPositionalEmbedding(16, 8)(torch.zeros(4, 100, 8))
     with pytest.raises(ValueError, match=r"position_ids must be >= 0.*clamp"):
         rope.rotate(torch.zeros(1, 1, 2, 8), position_ids=torch.tensor([[-1, 0]]))
+
+
+def test_su_is_phi3s_old_name_for_longrope():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 2, 3, 8, generator=gen, dtype=torch.float64)
+    su = longrope() | {"type": "su"}
+    del su["rope_type"]
+    for offset in (0, L0):  # the short and the long factors
+        expected = ce.RotaryEmbedding(8, rope_scaling=longrope()).rotate(x, offset=offset)
+        assert torch.equal(ce.RotaryEmbedding(8, rope_scaling=su).rotate(x, offset=offset), expected)
+    assert ce.RotaryEmbedding(8, rope_scaling=su).rope_type == "longrope"
