@@ -7,9 +7,9 @@ how the columns line up::
 
 prints::
 
-              init RMS row norm
-            normal      22.6226
-    xavier_uniform       0.3121
+              init  RMS row norm
+            normal       22.6226
+    xavier_uniform        0.3121
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ def format_table(rows: Sequence[Sequence], columns: Sequence[str], formats: Sequ
     """``rows`` (each a sequence of ``len(columns)`` values) as text, one line per row under a header line.
 
     ``formats`` holds one format spec per column (``".4f"``, ``".1%"``, ``","``, ``"+.4f"``; ``""`` prints the value
-    with ``str``). Each column is as wide as its widest cell, header included, and cells are right-aligned.
+    with ``str``). Each column is as wide as its widest cell, header included; cells are right-aligned, two spaces
+    apart.
     """
     columns = [str(c) for c in columns]
     formats = [""] * len(columns) if formats is None else list(formats)
@@ -40,7 +41,7 @@ def format_table(rows: Sequence[Sequence], columns: Sequence[str], formats: Sequ
                 raise ValueError(f"column {name!r}: cannot format {value!r} with spec {spec!r} ({err})") from None
         cells.append(line)
     widths = [max(len(line[j]) for line in cells) for j in range(len(columns))]
-    return "\n".join(" ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True)) for line in cells)
+    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True)) for line in cells)
 
 
 def show(rows: Sequence[Sequence], columns: Sequence[str], formats: Sequence[str] | None = None) -> None:
