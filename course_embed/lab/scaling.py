@@ -310,7 +310,7 @@ def plot_sums(sums: dict[str, torch.Tensor]):
         values = x.detach().double().cpu()
         limit = values.abs().max().item()
         image = ax.imshow(values, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto", interpolation="nearest")
-        fig.colorbar(image, ax=ax, fraction=0.05)
+        fig.colorbar(image, ax=ax, fraction=0.05, label="token + position (own scale)")
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("dimension")
     axes[0][0].set_ylabel("position")
