@@ -310,7 +310,7 @@ def plot_sums(sums: dict[str, torch.Tensor]):
         values = x.detach().double().cpu()
         limit = values.abs().max().item()
         image = ax.imshow(values, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto", interpolation="nearest")
-        fig.colorbar(image, ax=ax, fraction=0.05)
+        fig.colorbar(image, ax=ax, fraction=0.05, label="token + position (own scale)")
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("dimension")
     axes[0][0].set_ylabel("position")
@@ -336,9 +336,15 @@ def plot_training(curves: dict[str, list[list[float]]], every: int, log_v: float
             raise ValueError(f"curves[{label!r}] must hold runs of equal length, got lengths {lengths}")
         values = torch.tensor(runs, dtype=torch.float64)  # (seeds, points)
         steps = [every * i for i in range(values.shape[1])]
-        (line,) = ax.plot(
-            steps, values.mean(0), marker="o", markersize=3, label=label, linestyle=("-", "--", ":", "-.")[k % 4]
-        )  # equal curves stay visible
+        (line,) = ax.plot(  # a colour, a marker and a dash pattern of its own: equal curves stay visible
+            steps,
+            values.mean(0),
+            color=f"C{k % 10}",
+            marker="osv^DPX*"[k % 8],
+            markersize=4,
+            label=label,
+            linestyle=("-", "--", ":", "-.")[k % 4],
+        )
         ax.fill_between(steps, values.min(0).values, values.max(0).values, color=line.get_color(), alpha=0.2)
     ax.axhline(log_v, color="gray", linestyle="--", linewidth=1, label="uniform guess, log V")
     ax.set_yscale("log")

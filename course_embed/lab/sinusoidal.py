@@ -291,18 +291,26 @@ def explorer_dims(d_model: int) -> list[int]:
     return sorted({2 * (d_model // (2 * f)) if f else 0 for f in (0, 8, 4, 2)})
 
 
-def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 100):
+def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 100, halves: bool = True):
     """Two panels for a ``(positions, d_model)`` sinusoidal table: the heatmap, and a few columns as curves.
 
     The curves are the sine columns :func:`explorer_dims`; the widget in :mod:`course_embed.lab.widgets` redraws
-    this figure when its sliders move.
+    this figure when its sliders move. With ``halves`` the heatmap shows the ``[sin | cos]`` layout
+    (:func:`halves_layout`), without the interleaving stripes; otherwise the interleaved columns.
     """
     if positions < 2:
         raise ValueError(f"positions must be >= 2, got {positions}")
     table = sinusoidal_table(positions, d_model, base)  # (s, d)
     lengths = wavelengths(d_model, base)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 2]})
-    image = _heatmap(left, table, d_model, base)
+    if halves:
+        image = left.imshow(
+            halves_layout(table).numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
+        )
+        left.set_xlabel(f"sines of pairs 0 .. {d_model // 2 - 1} (fast to slow), then their cosines")
+        left.set_ylabel("position")
+    else:
+        image = _heatmap(left, table, d_model, base)
     fig.colorbar(image, ax=left, label="PE value")
     for j in explorer_dims(d_model):
         right.plot(range(positions), table[:, j].numpy(), label=f"dim {j} (wavelength {lengths[j].item():.3g})")
@@ -336,7 +344,7 @@ def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512,
     ax.set_xscale("log")
     ax.set_xlabel("offset k = |p - q| (positions)")
     ax.set_ylabel("PE[p] . PE[q] / (d/2)")
-    ax.set_title("PE(p) . PE(q) by offset (closed form): falling overall, with bumps, flat past ~1000", fontsize=10)
+    ax.set_title("PE(p) . PE(q) by offset (closed form): falling overall, with bumps, no trend past ~1000", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -14,6 +14,7 @@ Shapes: ``b`` batch, ``s`` sequence, ``v`` vocabulary, ``d`` width, ``n`` tokens
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass
 
 import torch
@@ -43,13 +44,15 @@ class Setting:
     """One way to build the input and output layers of :class:`TinyTransformer`.
 
     ``init``: the table's init (``"normal"``, ``"xavier_uniform"``, ``"scaled_normal"``); ``scale``: multiply the
-    lookup by ``sqrt(d)``; ``tied``: the output layer reuses the table; ``pre_norm``: pre-LN instead of post-LN.
+    lookup by ``sqrt(d)``; ``tied``: the output layer reuses the table; ``pre_norm``: pre-LN instead of post-LN;
+    ``pe_scale``: multiply the sinusoidal table by this (a control that restores the token/position ratio).
     """
 
     init: str
     scale: bool
     tied: bool = True
     pre_norm: bool = False
+    pe_scale: float = 1.0
 
 
 @contextlib.contextmanager
@@ -186,7 +189,7 @@ class TinyTransformer(nn.Module):
         super().__init__()
         self.setting = setting
         self.embed = TokenEmbedding(vocab_size, d_model, scale=setting.scale, init=setting.init)
-        self.register_buffer("pe", sinusoidal_table(seq, d_model))
+        self.register_buffer("pe", sinusoidal_table(seq, d_model) * setting.pe_scale)
         self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
         self.norm, self.final_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.head = None if setting.tied else nn.Linear(d_model, vocab_size, bias=False)
@@ -225,7 +228,7 @@ def _batched_logits(
         return y.view(*x.shape[:-1], -1)
 
     table = params["embed.weight"]  # (r, v, d)
-    x = table[torch.arange(len(ids))[:, None, None], ids] * factor + pe  # (r, b, s, d)
+    x = table[torch.arange(len(ids))[:, None, None], ids] * factor + pe  # (r, b, s, d); pe (r, 1, s, d)
     h = torch.where(pre, norm(x, "norm"), x)
     q, k, v = linear(h, "qkv").chunk(3, dim=-1)
     x = x + linear(F.scaled_dot_product_attention(q, k, v), "out")
@@ -285,7 +288,7 @@ def train_reverse(
             name: nn.Parameter(torch.stack([dict(m.named_parameters()).get(name, zero_head).detach() for m in models]))
             for name in dict(models[-1].named_parameters()) | {"head.weight": None}
         }
-        pe = models[0].pe
+        pe = torch.stack([m.pe for m in models])[:, None]  # (r, 1, s, d)
         factor = torch.tensor([m.embed.multiplier for m in models]).view(-1, 1, 1, 1)
         pre = torch.tensor([s.pre_norm for s, _ in runs]).view(-1, 1, 1, 1)
         tied = torch.tensor([s.tied for s, _ in runs]).view(-1, 1, 1)
@@ -320,3 +323,101 @@ def train_reverse(
         RunResult(setting, seed, tuple(curves[i].tolist()), accuracy[i].item(), every)
         for i, (setting, seed) in enumerate(runs)
     ]
+
+
+# --- chapter 2's recorded results ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One setting's accuracy over its seeds (mean, min, max) and its mean held-out loss at step 0."""
+
+    mean: float
+    min: float
+    max: float
+    loss0: float
+
+    def tolerance(self) -> float:
+        """How far a re-run's mean may move: 0.05, or half the seed range when seeds disagree more than that."""
+        return max(0.05, (self.max - self.min) / 2)
+
+
+def summarise(runs: list[RunResult]) -> dict[Setting, Summary]:
+    """The runs of :func:`train_reverse` grouped by setting (in the order given), as :class:`Summary`."""
+    by_setting: dict[Setting, list[RunResult]] = {}
+    for r in runs:
+        by_setting.setdefault(r.setting, []).append(r)
+    return {
+        s: Summary(
+            sum(r.accuracy for r in rs) / len(rs),
+            min(r.accuracy for r in rs),
+            max(r.accuracy for r in rs),
+            sum(r.losses[0] for r in rs) / len(rs),
+        )
+        for s, rs in by_setting.items()
+    }
+
+
+@dataclass(frozen=True)
+class Group:
+    """A recorded group of runs: :func:`train_reverse` with these ``steps``, ``lr`` and ``seeds``, summarised."""
+
+    steps: int
+    lr: float
+    seeds: tuple[int, ...]
+    summaries: dict[Setting, Summary]
+
+    def rerun(self) -> list[RunResult]:
+        """Train the group's settings again, exactly as recorded."""
+        return train_reverse(list(self.summaries), list(self.seeds), steps=self.steps, lr=self.lr)
+
+
+def write_record(path, groups: dict[str, tuple[int, float, list[RunResult]]]) -> None:
+    """Store each named group ``(steps, lr, runs)`` of :func:`train_reverse` runs as JSON at ``path``: its seeds
+    and, per setting, :func:`summarise` (accuracies to 4 decimals)."""
+    out = {}
+    for name, (steps, lr, runs) in groups.items():
+        seeds = sorted({r.seed for r in runs})
+        entries = [
+            {"setting": vars(s), **{k: round(v, 4) for k, v in vars(summary).items()}}
+            for s, summary in summarise(runs).items()
+        ]
+        out[name] = {"steps": steps, "lr": lr, "seeds": seeds, "runs": entries}
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+
+
+def read_record(path) -> dict[str, Group]:
+    """The groups written by :func:`write_record`, by name, settings in the stored order."""
+    with open(path) as f:
+        raw = json.load(f)
+    return {
+        name: Group(
+            g["steps"],
+            g["lr"],
+            tuple(g["seeds"]),
+            {Setting(**e.pop("setting")): Summary(**e) for e in g["runs"]},
+        )
+        for name, g in raw.items()
+    }
+
+
+def check_record(group: Group, runs: list[RunResult]) -> None:
+    """Raise ``ValueError`` unless ``runs`` cover the group's settings and every mean accuracy lies within the
+    recorded one's :meth:`Summary.tolerance` (and the step-0 loss within 1%)."""
+    recorded = group.summaries
+    live = summarise(runs)
+    if set(live) != set(recorded):
+        raise ValueError(
+            f"runs must cover exactly the recorded settings; missing {set(recorded) - set(live)}, "
+            f"extra {set(live) - set(recorded)}"
+        )
+    for s, want in recorded.items():
+        got = live[s]
+        if abs(got.mean - want.mean) > want.tolerance() or abs(got.loss0 - want.loss0) > 0.01 * want.loss0:
+            raise ValueError(
+                f"{s}: re-run gives accuracy {got.mean:.4f} and step-0 loss {got.loss0:.4f}, "
+                f"recorded {want.mean:.4f} (tolerance {want.tolerance():.2f}) and {want.loss0:.4f}; "
+                "re-record with write_record if the model or the task changed"
+            )

@@ -1,6 +1,6 @@
-"""Chapter 1, token embedding: initialisation statistics and parameter counts of published models.
+"""Chapter 1, token embedding: initialisation statistics, parameter counts of published models, and the figures.
 
-Shapes: ``v`` vocabulary size, ``d`` model width.
+Shapes: ``v`` vocabulary size, ``d`` model width, ``k`` rows compared. Figures are returned, never shown here.
 """
 
 from __future__ import annotations
@@ -8,14 +8,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import torch
+
+from .series import as_series
 
 
 def init_std(init: str, vocab_size: int, d_model: int) -> float:
     """Closed-form standard deviation of a freshly initialised ``(v, d)`` table.
 
     ``"normal"`` (``nn.Embedding``'s default) is N(0, 1); ``"xavier_uniform"`` is U(±a) with
-    ``a = sqrt(6 / (v + d))``, std ``a / sqrt(3) = sqrt(2 / (v + d))``; ``"scaled_normal"`` is N(0, d**-0.5).
+    ``a = sqrt(6 / (v + d))``, std ``a / sqrt(3) = sqrt(2 / (v + d))``; ``"scaled_normal"`` is N(0, 1/d), std
+    ``d**-0.5``.
     """
     stds = {"normal": 1.0, "xavier_uniform": math.sqrt(2.0 / (vocab_size + d_model)), "scaled_normal": d_model**-0.5}
     if init not in stds:
@@ -112,3 +116,100 @@ BERT_LARGE = ModelConfig(
 GPT2_SMALL = ModelConfig("GPT-2 small", 50257, 768, 12, 3072, positions=1024)
 LLAMA2_7B = ModelConfig("LLaMA-2 7B", 32000, 4096, 32, 11008, bias=False, gated_ffn=True, norm="rms", output="untied")
 PUBLISHED_CONFIGS = (BERT_BASE, BERT_LARGE, GPT2_SMALL, LLAMA2_7B)
+
+
+# --- figures -----------------------------------------------------------------------------------------------
+
+
+def plot_cosines(panels: dict[str, torch.Tensor], labels: list[str]):
+    """One heatmap per panel of a ``(k, k)`` cosine matrix, rows and columns named by ``labels`` (``k`` words)."""
+    if not panels:
+        raise ValueError("panels is empty; pass {title: (k, k) cosine matrix} for at least one panel")
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.7 * len(panels), 3.6), squeeze=False)
+    for ax, (title, cos) in zip(axes[0], panels.items(), strict=True):
+        if cos.shape != (len(labels), len(labels)):
+            raise ValueError(f"panels[{title!r}] must be ({len(labels)}, {len(labels)}), got {tuple(cos.shape)}")
+        image = ax.imshow(cos.double().numpy(), cmap="RdBu", vmin=-1, vmax=1)
+        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.set_title(title, fontsize=9)
+    fig.colorbar(image, ax=axes[0].tolist(), fraction=0.02, label="cosine similarity")
+    return fig
+
+
+def plot_row_gradients(grad_norms, counts, pad_id: int):
+    """Bar chart of each row's gradient norm, with how often each id was used; the pad row is marked at 0.
+
+    ``grad_norms`` and ``counts`` hold one value per id ``(v,)``.
+    """
+    grads = as_series("grad_norms", grad_norms)
+    used = as_series("counts", counts, length=len(grads))
+    if not 0 <= pad_id < len(grads):
+        raise ValueError(f"pad_id must lie in [0, {len(grads)}), got {pad_id}")
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.bar(range(len(grads)), grads, color="tab:blue")
+    top = max(grads)
+    ax.plot(pad_id, 0, marker="x", color="tab:red", markersize=10, mew=2, clip_on=False, zorder=3)
+    ax.annotate(
+        f"pad (id {pad_id}): used {used[pad_id]:.0f}x, gradient exactly 0",
+        (pad_id, 0),
+        (len(grads) * 0.45, top * 1.15),
+        color="tab:red",
+        fontsize=9,
+        arrowprops={"arrowstyle": "->", "color": "tab:red"},
+    )
+    for i, (g, n) in enumerate(zip(grads, used, strict=True)):
+        if i != pad_id:
+            ax.text(i, g, f"x{n:.0f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(grads)))
+    ax.set_xlabel("token id (numbers above the bars: times used in the batch)")
+    ax.set_ylabel("gradient norm of the row")
+    ax.set_title("The pad row is used most, yet gets no gradient")
+    ax.set_ylim(0, top * 1.4)
+    fig.tight_layout()
+    return fig
+
+
+def plot_row_norm_histograms(norms: dict[str, torch.Tensor], position_norm: float, vocab_size: int, d_model: int):
+    """Histograms (log x axis) of the row norms of each init's table, and the position norm as a dashed line."""
+    if not norms:
+        raise ValueError("norms is empty; pass {init: (v,) row norms} for at least one table")
+    fig, ax = plt.subplots(figsize=(7, 3))
+    bins = torch.logspace(-1, 1.6, 120).numpy()
+    for (init, values), color in zip(norms.items(), ("tab:red", "tab:green", "tab:blue", "tab:orange"), strict=False):
+        as_series(f"norms[{init!r}]", values.flatten().tolist(), positive=True)
+        ax.hist(values.double().numpy(), bins=bins, color=color, alpha=0.8, label=init)
+    ax.axvline(position_norm, color="black", linestyle="--", label=r"sinusoidal position row, $\sqrt{d/2}$")
+    low = min(v.min().item() for v in norms.values())
+    high = max(v.max().item() for v in norms.values())
+    ax.set_xscale("log")
+    ax.set_xlabel(f"row norm (V = {vocab_size}, d = {d_model})")
+    ax.set_ylabel("rows")
+    ax.set_title(f"Row norms span a factor of {high / low:.0f} across init schemes")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_embedding_share(configs, shares: list[float]):
+    """The token table's share of the parameters against ``12 L d / V``, with the estimate ``1 / (1 + 12 L d / V)``.
+
+    ``configs`` are :class:`ModelConfig` and ``shares`` their exact shares (fractions), in the same order.
+    """
+    configs = list(configs)
+    shares = as_series("shares", shares, length=len(configs), positive=True)
+    x = [12 * c.n_layers * c.d_model / c.vocab_size for c in configs]
+    fig, ax = plt.subplots(figsize=(7, 3))
+    grid = torch.logspace(-0.5, 1.8, 100)
+    ax.plot(grid, 100 / (1 + grid), color="gray", linestyle="--", label="1 / (1 + 12Ld/V)")
+    ax.scatter(x, [100 * s for s in shares], color="tab:blue", zorder=3, label="exact count")
+    for xi, share, cfg in zip(x, shares, configs, strict=True):
+        shift = (-70, 6) if xi > 20 else (5, 4)
+        ax.annotate(cfg.name, (xi, 100 * share), shift, textcoords="offset points", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("12 L d / V  (rest of the model / token table, roughly)")
+    ax.set_ylabel("token table, % of parameters")
+    ax.set_title("The share follows V against 12 L d: width counts as much as depth")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -15,15 +15,16 @@ import matplotlib.pyplot as plt
 from . import sinusoidal
 
 #: Slider values the sinusoidal explorer starts from; the chapter's static figure uses the same values.
-EXPLORER_DEFAULTS = {"d_model": 128, "base": 10000.0, "positions": 100}
+EXPLORER_DEFAULTS = {"d_model": 128, "base": 10000.0, "positions": 100, "halves": True}
 
 
 class SinusoidalExplorer:
-    """Sliders for ``d_model``, ``base`` and the number of positions over
+    """Sliders for ``d_model``, ``base`` and the number of positions, and a layout toggle, over
     :func:`course_embed.lab.sinusoidal.plot_explorer`.
 
     Attributes:
         d_model, base, positions: the slider widgets (``d_model`` in steps of 8, ``base`` on a log scale).
+        halves: the checkbox choosing the ``[sin | cos]`` layout (checked) or the interleaved columns.
         figure: the last figure drawn (closed, so a notebook does not show it a second time); its heatmap holds the
             ``(positions, d_model)`` table.
         image: the ``Image`` widget showing ``figure`` as PNG.
@@ -35,6 +36,7 @@ class SinusoidalExplorer:
         d_model: int = EXPLORER_DEFAULTS["d_model"],
         base: float = EXPLORER_DEFAULTS["base"],
         positions: int = EXPLORER_DEFAULTS["positions"],
+        halves: bool = EXPLORER_DEFAULTS["halves"],
     ):
         style, layout = {"description_width": "80px"}, w.Layout(width="480px")
         self.d_model = w.IntSlider(
@@ -69,9 +71,10 @@ class SinusoidalExplorer:
             style=style,
             layout=layout,
         )
+        self.halves = w.Checkbox(value=halves, description="[sin | cos] layout (uncheck: interleaved)", indent=False)
         self.image = w.Image(format="png")
-        self.widget = w.VBox([self.d_model, self.base, self.positions, self.image])
-        for slider in (self.d_model, self.base, self.positions):
+        self.widget = w.VBox([self.d_model, self.base, self.positions, self.halves, self.image])
+        for slider in (self.d_model, self.base, self.positions, self.halves):
             slider.observe(self.redraw, names="value")
         self.redraw()
 
@@ -81,7 +84,7 @@ class SinusoidalExplorer:
         if self.d_model.value % step:  # set from Python, a value is not snapped to the step as in the browser
             self.d_model.value = max(step, step * round(self.d_model.value / step))
             return  # that change redraws
-        fig = sinusoidal.plot_explorer(self.d_model.value, self.base.value, self.positions.value)
+        fig = sinusoidal.plot_explorer(self.d_model.value, self.base.value, self.positions.value, self.halves.value)
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=72)
         plt.close(fig)

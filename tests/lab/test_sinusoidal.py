@@ -258,10 +258,12 @@ def test_heatmap_shows_the_table_with_fast_dimensions_on_the_left():
 
 
 def test_explorer_figure_draws_the_table_and_its_columns():
-    fig = sinusoidal.plot_explorer(d_model=32, base=1000.0, positions=50)
+    fig = sinusoidal.plot_explorer(d_model=32, base=1000.0, positions=50, halves=False)
     table = sinusoidal_table(50, 32, 1000.0).numpy()
     heat, curves = fig.axes[0], fig.axes[2]  # axes[1] is the colorbar
     np.testing.assert_array_equal(heat.images[0].get_array(), table)
+    halves = sinusoidal.plot_explorer(d_model=32, base=1000.0, positions=50).axes[0].images[0].get_array()
+    np.testing.assert_array_equal(halves, sinusoidal.halves_layout(torch.from_numpy(table)).numpy())
     assert sinusoidal.explorer_dims(32) == [0, 4, 8, 16]
     for line, j in zip(curves.lines, sinusoidal.explorer_dims(32), strict=False):
         np.testing.assert_array_equal(line.get_ydata(), table[:, j])
@@ -310,6 +312,24 @@ def test_animation_has_one_frame_per_position_a_stable_id_and_closes_its_figure(
     image = Image.open(io.BytesIO(base64.b64decode(frames[3][1])))
     assert image.mode == "P" and len(image.getcolors()) <= 8  # a palette PNG
     assert image.size[0] >= 2 * 216  # 144 dpi: twice the pixels of the 72-dpi version
+
+
+def test_animation_names_its_frame_and_needs_no_icon_font():
+    html = pair_animation.animate_pairs(d_model=16, pairs=(0, 1), positions=2, name="a", alt='hands "turning"')
+    assert '<img id="_anim_imga" alt="hands &quot;turning&quot;"' in html
+    assert "font-awesome" not in html and "fa fa-" not in html and "▶" in html
+
+
+def test_frame_strip_draws_each_hand_at_its_table_row():
+    fig = pair_animation.frame_strip(d_model=16, pairs=(0, 3), positions=(0, 5))
+    assert len(fig.axes) == 4
+    row = sinusoidal_table(6, 16)[5]
+    x, y = fig.axes[3].lines[1].get_data()  # position 5, pair 3: trail first, then the hand
+    assert list(x) == [0, row[6].item()] and list(y) == [0, row[7].item()]
+    assert len(fig.axes[3].lines[0].get_xdata()) == 5  # the trail: positions 0 .. 4
+    with pytest.raises(ValueError, match="pairs must be indices"):
+        pair_animation.frame_strip(d_model=16, pairs=(8,))
+    plt.close(fig)
 
 
 def test_pair_circles_trail_holds_the_earlier_positions():

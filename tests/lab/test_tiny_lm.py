@@ -1,9 +1,12 @@
 """The small training runs of chapters 1 and 2: data, the batched trainer against a plain loop, determinism."""
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
 
+from course_embed import sinusoidal_table
 from course_embed.lab import tiny_lm
 from course_embed.lab.tiny_lm import Setting
 
@@ -105,3 +108,39 @@ def test_train_reverse_bad_input():
         tiny_lm.train_reverse(SETTINGS, [0], steps=10, every=3)
     with pytest.raises(ValueError, match="at least one"):
         tiny_lm.train_reverse([], [0])
+
+
+RECORD = Path(__file__).resolve().parents[2] / "book" / "02_scaling_runs.json"
+
+
+def test_pe_scale_multiplies_the_position_table():
+    model = tiny_lm.TinyTransformer(32, 32, 8, Setting("normal", True, tied=False, pe_scale=4.0))
+    torch.testing.assert_close(model.pe, 4.0 * sinusoidal_table(8, 32))
+
+
+def test_summarise_and_the_record_round_trip(tmp_path):
+    runs = tiny_lm.train_reverse(SETTINGS, [0, 1], steps=10, every=10)
+    summary = tiny_lm.summarise(runs)
+    first = [r.accuracy for r in runs[:2]]
+    assert summary[SETTINGS[0]].mean == pytest.approx(sum(first) / 2)
+    assert (summary[SETTINGS[0]].min, summary[SETTINGS[0]].max) == (min(first), max(first))
+    tiny_lm.write_record(tmp_path / "r.json", {"g": (10, 1e-2, runs)})
+    group = tiny_lm.read_record(tmp_path / "r.json")["g"]
+    assert list(group.summaries) == SETTINGS and group.seeds == (0, 1)
+    tiny_lm.check_record(group, runs)
+    moved = {s: tiny_lm.Summary(v.mean + 0.2, v.mean, v.mean, v.loss0) for s, v in group.summaries.items()}
+    with pytest.raises(ValueError, match="re-run gives accuracy"):
+        tiny_lm.check_record(tiny_lm.Group(10, 1e-2, (0, 1), moved), runs)
+    with pytest.raises(ValueError, match="cover exactly the recorded settings"):
+        tiny_lm.check_record(group, runs[:2])
+
+
+def test_the_tolerance_is_at_least_half_the_seed_range():
+    assert tiny_lm.Summary(0.5, 0.49, 0.51, 1.0).tolerance() == 0.05
+    assert tiny_lm.Summary(0.6, 0.2, 0.9, 1.0).tolerance() == pytest.approx(0.35)
+
+
+def test_chapter_2s_recorded_runs_reproduce_within_their_tolerance():
+    """The accuracies chapter 2 prints come from this record; whatever kernels this CPU picks, a re-run agrees."""
+    for group in tiny_lm.read_record(RECORD).values():
+        tiny_lm.check_record(group, group.rerun())

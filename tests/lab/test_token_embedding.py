@@ -64,3 +64,32 @@ def test_row_norms_in_float64():
     w = torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float16)
     norms = token_embedding.row_norms(w)
     assert norms.dtype == torch.float64 and norms.tolist() == [5.0, 0.0]
+
+
+def test_figures_label_their_axes_and_reject_bad_input():
+    import matplotlib.pyplot as plt
+
+    cos = torch.eye(3, dtype=torch.float64)
+    fig = token_embedding.plot_cosines({"a": cos, "b": cos}, ["x", "y", "z"])
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["a", "b"]
+    with pytest.raises(ValueError, match=r"panels\['a'\] must be \(2, 2\)"):
+        token_embedding.plot_cosines({"a": cos}, ["x", "y"])
+
+    fig = token_embedding.plot_row_gradients([0.0, 2.0, 1.0], [5, 1, 2], pad_id=0)
+    assert fig.axes[0].get_ylabel() == "gradient norm of the row"
+    assert fig.axes[0].patches[0].get_height() == 0.0  # the pad bar is empty, marked at 0
+    with pytest.raises(ValueError, match="pad_id must lie in"):
+        token_embedding.plot_row_gradients([0.0, 1.0], [1, 1], pad_id=2)
+
+    norms = {"a": torch.tensor([0.3, 0.31]), "b": torch.tensor([21.0, 22.0])}
+    fig = token_embedding.plot_row_norm_histograms(norms, 16.0, 100, 512)
+    assert fig.axes[0].get_title() == "Row norms span a factor of 73 across init schemes"  # 22 / 0.3
+    with pytest.raises(ValueError, match="positive"):
+        token_embedding.plot_row_norm_histograms({"a": torch.tensor([0.0, 1.0])}, 16.0, 100, 512)
+
+    configs = token_embedding.PUBLISHED_CONFIGS
+    fig = token_embedding.plot_embedding_share(configs, [0.2, 0.1, 0.3, 0.02])
+    assert fig.axes[0].get_xscale() == "log"
+    with pytest.raises(ValueError, match="shares must hold 4 values"):
+        token_embedding.plot_embedding_share(configs, [0.2])
+    plt.close("all")

@@ -28,7 +28,9 @@ def test_explorer_starts_from_the_defaults_and_shows_a_png():
     assert plt.get_fignums() == before  # the figure is closed: a notebook shows it only inside the widget
     d, base, s = (widgets.EXPLORER_DEFAULTS[k] for k in ("d_model", "base", "positions"))
     assert (explorer.d_model.value, explorer.base.value, explorer.positions.value) == (d, base, s)
-    np.testing.assert_array_equal(heatmap(explorer), sinusoidal_table(s, d, base).numpy())
+    assert explorer.halves.value is widgets.EXPLORER_DEFAULTS["halves"] is True
+    expected = sinusoidal.halves_layout(sinusoidal_table(s, d, base))
+    np.testing.assert_array_equal(heatmap(explorer), expected.numpy())
     assert isinstance(explorer.widget, ipywidgets.VBox) and explorer.image in explorer.widget.children
     png = Image.open(io.BytesIO(explorer.image.value))
     assert png.format == "PNG" and png.size == (
@@ -38,7 +40,7 @@ def test_explorer_starts_from_the_defaults_and_shows_a_png():
 
 
 def test_moving_the_sliders_redraws_from_the_table():
-    explorer = widgets.SinusoidalExplorer(d_model=16, base=100.0, positions=20)
+    explorer = widgets.SinusoidalExplorer(d_model=16, base=100.0, positions=20, halves=False)
     first_png = explorer.image.value
     explorer.d_model.value = 48
     np.testing.assert_array_equal(heatmap(explorer), sinusoidal_table(20, 48, 100.0).numpy())
@@ -57,3 +59,11 @@ def test_sliders_keep_d_model_even():
     explorer.d_model.value = 61  # an odd width has no sin/cos pairs: snapped to the slider's step of 8
     assert explorer.d_model.value == 64
     assert heatmap(explorer).shape == (explorer.positions.value, explorer.d_model.value)
+
+
+def test_the_layout_toggle_redraws_interleaved_or_in_halves():
+    explorer = widgets.SinusoidalExplorer(d_model=16, base=100.0, positions=20, halves=False)
+    table = sinusoidal_table(20, 16, 100.0)
+    np.testing.assert_array_equal(heatmap(explorer), table.numpy())
+    explorer.halves.value = True
+    np.testing.assert_array_equal(heatmap(explorer), sinusoidal.halves_layout(table).numpy())
