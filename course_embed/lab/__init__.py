@@ -7,7 +7,7 @@ and 4 train), ``corpus``, ``decoder``, ``extrapolation``, ``heads`` and ``diagno
 the study's model, the length-generalisation study, what its attention heads do, reading its results), ``optimization``,
 ``precision`` (training in bfloat16), ``bench`` (the timing harness), ``roofline``, ``profile_step``, ``compiled`` (what
 torch.compile makes of the input block), ``summation_order`` (the embedding backward's order of additions) and
-``sharding`` (FSDP row sharding against vocabulary parallelism) (6), ``widgets`` (the explorers readers drive). Each
-function returns numbers or a ``Figure``; the chapters print and show them. The lab imports the library (the layers at
-the top of :mod:`course_embed`), never the other way round.
+``sharding`` (FSDP row sharding against vocabulary parallelism) (6), ``widgets`` (the explorers readers drive),
+``table`` (the chapters' text tables). Each function returns numbers or a ``Figure``; the chapters print and show them.
+The lab imports the library (the layers at the top of :mod:`course_embed`), never the other way round.
 """
