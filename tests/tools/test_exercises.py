@@ -7,12 +7,18 @@ import shutil
 
 import nbformat
 import pytest
+import torch
 import yaml
 
 from course_embed.tools.cli import main
 from course_embed.tools.grading import ANSWER_TAG, load_suite, probe
 
 from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, solution_answers
+
+SEED = 20260101  # a grading run's secret, fixed here
+
+#: The exercises whose checks own their inputs, draw hidden inputs from the run's seed and store expected values.
+SECURED = ["01_token_embedding"]
 
 #: Each exercise's measurement question and the function that measures (graded by running it).
 MEASUREMENTS = {
@@ -116,9 +122,9 @@ WRONG = [
 def test_plausible_wrong_answers_fail_a_hidden_test(built_exercises, name, question, label):
     tests = [t for t in load_suite(ROOT / "exercises", name).tests if t.question == question]
     solved = _solved(built_exercises[name])
-    assert [probe.check(t, probe.gather(t, solved)) for t in tests] == [(True, "")] * len(tests)
+    assert [probe.check(t, probe.gather(t, solved, SEED), SEED) for t in tests] == [(True, "")] * len(tests)
     wrong = _solved(built_exercises[name], WRONG_ANSWERS[name][question][label])
-    failed = [t.name for t in tests if t.hidden and not probe.check(t, probe.gather(t, wrong))[0]]
+    failed = [t.name for t in tests if t.hidden and not probe.check(t, probe.gather(t, wrong, SEED), SEED)[0]]
     assert failed, f"{name} {question}: the wrong answer '{label}' passes every hidden test"
 
 
@@ -147,3 +153,281 @@ def test_site_pages_list_every_exercise_and_the_book_does_not_run_them():
     assert not any(f.startswith("exercises/") for f in files)
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'norecursedirs = \[[^\]]*"exercises"', pyproject), "nbval must not collect the exercises"
+
+
+# --- public feedback for the mistakes learners make, and credit only for real answers ----------------------------
+
+
+def _source_namespace(name: str, extra: str = "") -> dict:
+    """The namespace of exercise ``name`` run from its source: the solutions, without the test and config cells,
+    ``extra`` last."""
+    nb = nbformat.read(ROOT / "exercises" / "source" / f"{name}.ipynb", as_version=4)
+    cells, in_tests = [], False
+    for cell in nb.cells:
+        text = cell.source.strip()
+        if cell.cell_type == "raw":
+            in_tests = {"# BEGIN TESTS": True, "# END TESTS": False}.get(text, in_tests)
+            continue
+        if cell.cell_type == "code" and not in_tests:
+            cells.append(cell.source)
+    namespace = {}
+    exec("\n\n".join([*cells, extra]), namespace)
+    return namespace
+
+
+#: Mistakes learners make and the public feedback each must get: code run after the solutions (replacing one
+#: answer), and a piece of the one sentence the question's public check must show.
+PUBLIC_MISTAKES = {
+    "01_token_embedding": {
+        "q1": {
+            "std 1/d (N(0, 1/d) read as the std)": (
+                "def init_embedding_(weight, padding_idx=None):\n"
+                "    with torch.no_grad():\n"
+                "        weight.normal_(0.0, 1 / weight.shape[1])\n"
+                "        if padding_idx is not None:\n"
+                "            weight[padding_idx].zero_()\n"
+                "    return weight",
+                "the rows' std is 0.0156, expected d_model ** -0.5 = 0.1250",
+            ),
+            "a new tensor instead of in place": (
+                "def init_embedding_(weight, padding_idx=None):\n"
+                "    return torch.randn_like(weight) * weight.shape[1] ** -0.5",
+                "left the Parameter unchanged: fill `weight` itself, in place",
+            ),
+        },
+        "q2": {
+            "plain indexing: the pad row gets a gradient": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def forward(self, ids):\n"
+                "        super().forward(ids)\n"
+                "        return self.weight[ids] * math.sqrt(self.weight.shape[1])",
+                "row 0 (the pad) received a gradient: pass padding_idx to F.embedding",
+            ),
+            "TypeError only, ranges left to F.embedding": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def forward(self, ids):\n"
+                "        if ids.dtype not in (torch.int64, torch.int32):\n"
+                "            raise TypeError('ids must be integers')\n"
+                "        return F.embedding(ids, self.weight, self.padding_idx) * math.sqrt(self.weight.shape[1])",
+                "TokenEmbedding(10, 4)([[3, -1]]) (a negative id: plain indexing would wrap -1 to the last row) "
+                "raised IndexError",
+            ),
+            "no constructor check for padding_idx": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def __init__(self, vocab_size, d_model, padding_idx=None):\n"
+                "        nn.Module.__init__(self)\n"
+                "        self.padding_idx = padding_idx\n"
+                "        self.weight = nn.Parameter(torch.empty(vocab_size, d_model))\n"
+                "        init_embedding_(self.weight, padding_idx)",
+                "TokenEmbedding(10, 4, padding_idx=10) (a pad id outside [0, vocab_size): check it in __init__) "
+                "raised IndexError",
+            ),
+            "one table shared by every module": (
+                "_TABLE = nn.Parameter(torch.zeros(10, 8))\n"
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def __init__(self, vocab_size, d_model, padding_idx=None):\n"
+                "        super().__init__(vocab_size, d_model, padding_idx)\n"
+                "        if (vocab_size, d_model) == (10, 8):\n"
+                "            self.weight = _TABLE",
+                "two TokenEmbedding(10, 8) modules share one table",
+            ),
+        },
+        "q3": {
+            "the default init read as N(0, 1/d)": (
+                "def mean_row_norm(seed):\n"
+                "    torch.manual_seed(seed)\n"
+                "    return (torch.randn(1000, 512) / 512 ** 0.5).norm(dim=1).mean().item()",
+                "mean_row_norm(1) is 1.0008, expected 22.65 to 2 decimals",
+            ),
+        },
+    },
+}
+
+MISTAKES = [
+    (name, q, label)
+    for name, by_question in PUBLIC_MISTAKES.items()
+    for q, wrong in by_question.items()
+    for label in wrong
+]
+
+
+@pytest.mark.parametrize("name, question, label", MISTAKES, ids=[f"{n[:2]}-{q}-{label}" for n, q, label in MISTAKES])
+def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says_why(name, question, label):
+    code, expected = PUBLIC_MISTAKES[name][question][label]
+    tests = [t for t in load_suite(ROOT / "exercises", name).tests if t.question == question]
+    answers = {a for t in tests for a in t.answers}
+    solved = _source_namespace(name)
+    probe.check_public(name, question, **{a: solved[a] for a in answers})  # the solution passes
+    wrong = _source_namespace(name, code)
+    with pytest.raises(probe.Feedback) as failed:
+        probe.check_public(name, question, **{a: wrong[a] for a in answers})
+    assert expected in str(failed.value), str(failed.value)
+    # every hidden test of a question whose public checks pass is about other inputs: the mistake fails in public
+    assert all(line and "\n" not in line for line in str(failed.value).split("\n"))
+
+
+@pytest.mark.parametrize("name", SECURED)
+def test_the_solutions_pass_every_test(name):
+    suite, solved = load_suite(ROOT / "exercises", name), _source_namespace(name)
+    for seed in (SEED, SEED + 1):
+        failed = {
+            t.name: m for t in suite.tests for ok, m in [probe.check(t, probe.gather(t, solved, seed), seed)] if not ok
+        }
+        assert not failed, f"{name}: the solution fails {failed}"
+
+
+class _EchoModule(torch.nn.Module):
+    """An answer that implements nothing: a module with a zero table whose forward returns its input."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        sizes = [a for a in args if isinstance(a, int) and not isinstance(a, bool)][:2]
+        self.weight = torch.nn.Parameter(torch.zeros(*sizes) if len(sizes) == 2 else torch.zeros(1, 1))
+        self.token = self
+
+    def forward(self, x, *args, **kwargs):
+        return x
+
+
+def _echo(*args, **kwargs):
+    """An answer function that implements nothing: it returns the first tensor it was sent (else its first
+    argument)."""
+    return next((a for a in args if isinstance(a, torch.Tensor)), args[0] if args else None)
+
+
+def _forge(data, how: str):
+    """What a cell that replaced ``probe.gather`` could write instead of the real outcome: ``flags`` every bool
+    True, ``zeros`` every tensor and number zero (the shapes the question states), ``ValueError``/``TypeError``
+    every call raising it."""
+    if isinstance(data, list):
+        return [_forge(v, how) for v in data]
+    if isinstance(data, bool) and how in ("flags", "zeros"):
+        return True
+    if isinstance(data, (int, float)) and how == "zeros":
+        return type(data)(0)
+    if not isinstance(data, dict):
+        return data
+    if data.get("__outcome__") and how in ("ValueError", "TypeError"):
+        return {"__outcome__": True, "raised": how, "message": "forged"}
+    if data.get("__tensor__") and how == "zeros" and "data" in data:
+        return {**data, "data": torch.zeros_like(data["data"])}
+    return {k: _forge(v, how) for k, v in data.items()}
+
+
+@pytest.mark.parametrize("name", SECURED)
+def test_forged_outcomes_without_an_answer_score_nothing(name):
+    """Every answer left ``...``; the cell replacing the gathering sends what an answer that echoes its inputs
+    produces (as is, or with every flag True, or every call raising the error a test may expect), or outcomes of the
+    right structure and shapes with every tensor zero and every flag True."""
+    suite = load_suite(ROOT / "exercises", name)
+    solved = _source_namespace(name)
+    echo = {a: _EchoModule if isinstance(solved[a], type) else _echo for t in suite.tests for a in t.answers}
+    scored = {}
+    for spec in suite.tests:
+        echoed, shaped = probe.gather(spec, echo, SEED), probe.gather(spec, solved, SEED)
+        forged = {how: _forge(echoed, how) for how in ("flags", "ValueError", "TypeError")}
+        for how, outcome in {"echo": echoed, **forged, "zeros": _forge(shaped, "zeros")}.items():
+            if probe.check(spec, outcome, SEED)[0]:
+                scored.setdefault(how, []).append(f"{spec.question} {spec.name}")
+    assert not scored, f"{name}: forged outcomes earn credit: {scored}"
+
+
+def _recorded(answer, table: dict):
+    """``answer`` wrapped to record each output by its inputs (a learner collecting one grading run's inputs)."""
+
+    def key(args, kwargs):
+        return repr([(a.dtype, a.shape, a.tolist()) if isinstance(a, torch.Tensor) else a for a in args]) + repr(
+            sorted(kwargs.items())
+        )
+
+    def record(*args, **kwargs):
+        table[key(args, kwargs)] = answer(*args, **kwargs)
+        return table[key(args, kwargs)]
+
+    def replay(*args, **kwargs):
+        return table[key(args, kwargs)]
+
+    return record, replay
+
+
+@pytest.mark.parametrize("name", SECURED)
+def test_a_table_of_one_runs_hidden_inputs_scores_nothing_in_the_next(name):
+    """The answers' outputs for one grading run's hidden inputs, replayed in another run (answer functions; the
+    modules' inputs are drawn the same way)."""
+    suite = load_suite(ROOT / "exercises", name)
+    solved = _source_namespace(name)
+    hidden = [t for t in suite.tests if t.hidden]
+    assert all(t.seeded for t in hidden), f"{name}: every hidden test draws its inputs from the run's seed"
+    functions = [t for t in hidden if not any(isinstance(solved[a], type) for a in t.answers)]
+    replayable = 0
+    for spec in functions:
+        tables = {a: {} for a in spec.answers}
+        recorders = {a: _recorded(solved[a], tables[a]) for a in spec.answers}
+        first = probe.gather(spec, {**solved, **{a: r[0] for a, r in recorders.items()}}, SEED)
+        assert probe.check(spec, first, SEED) == (True, ""), spec.name
+        replayed = {**solved, **{a: r[1] for a, r in recorders.items()}}
+        replayable += probe.check(spec, probe.gather(spec, replayed, SEED), SEED)[0]  # in the same run it works
+        assert not probe.check(spec, probe.gather(spec, replayed, SEED + 1), SEED + 1)[0], (
+            f"{name}: {spec.name} passes with a table of another run's inputs"
+        )
+    assert replayable, f"{name}: no hidden test of an answer function replays (the tables recorded nothing?)"
+
+
+#: What a public check's code may call after its yield: comparisons with stored values, nothing that computes one.
+_COMPUTES = {
+    "sin",
+    "cos",
+    "exp",
+    "log",
+    "pow",
+    "polar",
+    "arange",
+    "linspace",
+    "randn",
+    "rand",
+    "randint",
+    "normal_",
+    "manual_seed",
+    "Embedding",
+    "embedding",
+    "softmax",
+    "cosine_similarity",
+    "sinusoidal_table",
+    "cumsum",
+}
+
+
+@pytest.mark.parametrize("name", SECURED)
+def test_public_checks_hold_no_reference_implementation(name):
+    """Learners get ``checks/*.py`` and the sandbox mounts it: it imports only torch, math and the test runtime, its
+    helpers only run the learner's answer (passed to ``run``), and its checking halves compute no expected value."""
+    import ast
+
+    path = ROOT / "exercises" / "checks" / f"{name}.py"
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+            assert module in ("math", "torch", "course_embed.tools.grading.probe"), f"{path.name} imports {module}"
+    tests = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.decorator_list]
+    helpers = {f.name for f in tree.body if isinstance(f, ast.FunctionDef) and not f.decorator_list}
+    passed_to_run = {
+        c.args[0].id
+        for c in ast.walk(tree)
+        if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "run" and c.args and isinstance(c.args[0], ast.Name)
+    }
+    assert helpers <= passed_to_run, f"{path.name}: helpers that do not run an answer: {helpers - passed_to_run}"
+    for func in tests:
+        after = False
+        for stmt in func.body:
+            after = after or any(isinstance(n, ast.Yield) for n in ast.walk(stmt))
+            if not after:
+                continue
+            called = {
+                getattr(c.func, "attr", getattr(c.func, "id", "")) for c in ast.walk(stmt) if isinstance(c, ast.Call)
+            }
+            assert not called & _COMPUTES, f"{path.name}: {func.name} computes an expected value: {called & _COMPUTES}"
