@@ -18,7 +18,7 @@ from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, solution_answe
 SEED = 20260101  # a grading run's secret, fixed here
 
 #: The exercises whose checks own their inputs, draw hidden inputs from the run's seed and store expected values.
-SECURED = ["01_token_embedding"]
+SECURED = ["01_token_embedding", "02_scaling"]
 
 #: Each exercise's measurement question and the function that measures (graded by running it).
 MEASUREMENTS = {
@@ -242,6 +242,56 @@ PUBLIC_MISTAKES = {
                 "    torch.manual_seed(seed)\n"
                 "    return (torch.randn(1000, 512) / 512 ** 0.5).norm(dim=1).mean().item()",
                 "mean_row_norm(1) is 1.0008, expected 22.65 to 2 decimals",
+            ),
+        },
+    },
+    "02_scaling": {
+        "q1": {
+            "Xavier's sigma taken as a (the /sqrt(3) forgotten)": (
+                "_solved = expected_norm_ratio\n"
+                "def expected_norm_ratio(init, vocab_size, d_model, scale=True):\n"
+                "    ratio = _solved(init, vocab_size, d_model, scale)\n"
+                "    return ratio * math.sqrt(3) if init == 'xavier_uniform' else ratio",
+                "U(-a, a) has sigma = a / sqrt(3), not a",
+            ),
+            "a PE row's norm taken as sqrt(d)": (
+                "_solved = expected_norm_ratio\n"
+                "def expected_norm_ratio(init, vocab_size, d_model, scale=True):\n"
+                "    return _solved(init, vocab_size, d_model, scale) / math.sqrt(2)",
+                "a PE row's norm is sqrt(d / 2) (d / 2 pairs with sin^2 + cos^2 = 1)",
+            ),
+        },
+        "q2": {
+            "the values copied, as chapter 1's control does": (
+                "def tie(embedding, output):\n"
+                "    if output.weight.shape != embedding.weight.shape:\n"
+                "        raise ValueError(f'{tuple(output.weight.shape)} != {tuple(embedding.weight.shape)}')\n"
+                "    with torch.no_grad():\n"
+                "        output.weight.copy_(embedding.weight)\n"
+                "    return output",
+                "it holds a copy; assign the Parameter itself (output.weight = embedding.weight)",
+            ),
+            "no check of the shapes": (
+                "def tie(embedding, output):\n    output.weight = embedding.weight\n    return output",
+                "tie(nn.Embedding(11, 4), nn.Linear(11, 4)) (weight (4, 11): the wrong way round) must raise "
+                "ValueError, but it returned",
+            ),
+            "an error that names no shape": (
+                "def tie(embedding, output):\n"
+                "    if output.weight.shape != embedding.weight.shape:\n"
+                "        raise ValueError('the shapes differ')\n"
+                "    output.weight = embedding.weight\n"
+                "    return output",
+                "must name both shapes, (11, 4) and (4, 11): got 'the shapes differ'",
+            ),
+        },
+        "q3": {
+            "the package's table, as chapter 2's cells do": (
+                "def measured_ratio(seed):\n"
+                "    torch.manual_seed(seed)\n"
+                "    table = nn.Embedding(1000, 512).weight.detach() * math.sqrt(512)\n"
+                "    return (table.norm(dim=1).mean() / ce.sinusoidal_table(1000, 512).norm(dim=1).mean()).item()",
+                "measured_ratio(1): it calls course_embed's sinusoidal.sinusoidal_table",
             ),
         },
     },
