@@ -18,7 +18,7 @@ from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, solution_answe
 SEED = 20260101  # a grading run's secret, fixed here
 
 #: The exercises whose checks own their inputs, draw hidden inputs from the run's seed and store expected values.
-SECURED = ["01_token_embedding", "02_scaling"]
+SECURED = ["01_token_embedding", "02_scaling", "03_sinusoidal"]
 
 #: Each exercise's measurement question and the function that measures (graded by running it).
 MEASUREMENTS = {
@@ -292,6 +292,44 @@ PUBLIC_MISTAKES = {
                 "    table = nn.Embedding(1000, 512).weight.detach() * math.sqrt(512)\n"
                 "    return (table.norm(dim=1).mean() / ce.sinusoidal_table(1000, 512).norm(dim=1).mean()).item()",
                 "measured_ratio(1): it calls course_embed's sinusoidal.sinusoidal_table",
+            ),
+        },
+    },
+    "03_sinusoidal": {
+        "q1": {
+            "the tutorial table (d2l, the Annotated Transformer): float32 angles": (
+                "def sinusoidal(length, d_model, base=10000.0):\n"
+                "    if d_model % 2:\n"
+                "        raise ValueError('odd d_model')\n"
+                "    position = torch.arange(length).unsqueeze(1)\n"
+                "    div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(base) / d_model))\n"
+                "    pe = torch.zeros(length, d_model)\n"
+                "    pe[:, 0::2] = torch.sin(position * div_term)\n"
+                "    pe[:, 1::2] = torch.cos(position * div_term)\n"
+                "    return pe",
+                "sinusoidal(10001, 64)[10000] is off by 2.4e-04 (a float32 table rounds by about 6e-8): compute "
+                "positions, omega and the angles in float64",
+            ),
+            "[sin | cos] halves": (
+                "_solved = sinusoidal\n"
+                "def sinusoidal(length, d_model, base=10000.0):\n"
+                "    table = _solved(length, d_model, base)\n"
+                "    return torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)",
+                "holds the sines in columns 0-1 and the cosines in 2-3 ([sin | cos] halves): interleave them",
+            ),
+        },
+        "q2": {
+            "the textbook rotation [[c, -s], [s, c]]": (
+                "_solved = rotation\ndef rotation(k, d_model, base=10000.0):\n    return _solved(k, d_model, base).T",
+                "rotation(3, 8) @ PE[0] must equal PE[3], and its transpose does",
+            ),
+        },
+        "q3": {
+            "the index of the difference, one short": (
+                "def first_rise(d_model):\n"
+                "    table = sinusoidal(1000, d_model).double()\n"
+                "    return int(torch.nonzero((table @ table[0]).diff() > 0)[0])",
+                "first_rise(16) is 3, expected 4",
             ),
         },
     },
