@@ -18,7 +18,7 @@ from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, solution_answe
 SEED = 20260101  # a grading run's secret, fixed here
 
 #: The exercises whose checks own their inputs, draw hidden inputs from the run's seed and store expected values.
-SECURED = ["01_token_embedding", "02_scaling", "03_sinusoidal"]
+SECURED = ["01_token_embedding", "02_scaling", "03_sinusoidal", "04_fusion"]
 
 #: Each exercise's measurement question and the function that measures (graded by running it).
 MEASUREMENTS = {
@@ -330,6 +330,33 @@ PUBLIC_MISTAKES = {
                 "    table = sinusoidal(1000, d_model).double()\n"
                 "    return int(torch.nonzero((table @ table[0]).diff() > 0)[0])",
                 "first_rise(16) is 3, expected 4",
+            ),
+        },
+    },
+    "04_fusion": {
+        "q1": {
+            "float32 angles": (
+                "def sinusoidal_rows(start, length, d_model, base=10000.0):\n"
+                "    positions = torch.arange(start, start + length, dtype=torch.float32)[:, None]\n"
+                "    angles = positions * base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)\n"
+                "    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).double()",
+                "PE rows 600 and 1299 are off by",
+            ),
+            "the offset ignored": (
+                "_Solved = AddFusion\n"
+                "class AddFusion(_Solved):\n"
+                "    def forward(self, ids, offset=0):\n"
+                "        return super().forward(ids, 0)",
+                "tokens 0 and 699 must get PE rows 600 and 1299 (PE[offset : offset + seq], any length)",
+            ),
+        },
+        "q3": {
+            "True = attend (the SDPA convention)": (
+                "def key_padding_mask(ids, padding_idx):\n"
+                "    if ids.dtype not in (torch.int64, torch.int32):\n"
+                "        raise TypeError('ids must be integers')\n"
+                "    return ids != padding_idx",
+                "is True at the real tokens: nn.MultiheadAttention's key_padding_mask means True = ignore this key",
             ),
         },
     },
