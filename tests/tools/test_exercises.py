@@ -18,7 +18,7 @@ from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, solution_answe
 SEED = 20260101  # a grading run's secret, fixed here
 
 #: The exercises whose checks own their inputs, draw hidden inputs from the run's seed and store expected values.
-SECURED = ["01_token_embedding", "02_scaling", "03_sinusoidal", "04_fusion"]
+SECURED = ["01_token_embedding", "02_scaling", "03_sinusoidal", "04_fusion", "05_rope_alibi"]
 
 #: Each exercise's measurement question and the function that measures (graded by running it).
 MEASUREMENTS = {
@@ -360,6 +360,45 @@ PUBLIC_MISTAKES = {
             ),
         },
     },
+    "05_rope_alibi": {
+        "q1": {
+            "the rotate-half layout (pairs i and i + d / 2)": (
+                "def rope(x, offset=0, base=10000.0):\n"
+                "    if x.dim() != 4 or x.shape[-1] % 2:\n"
+                "        raise ValueError('bad shape')\n"
+                "    seq, d = x.shape[-2], x.shape[-1]\n"
+                "    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+                "    angles = torch.arange(offset, offset + seq, dtype=torch.float64)[:, None] * theta\n"
+                "    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)\n"
+                "    x1, x2 = x[..., : d // 2], x[..., d // 2 :]\n"
+                "    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)",
+                "that is the rotate-half layout (pairs i and i + head_dim / 2); here pair i is dimensions 2i and "
+                "2i + 1",
+            ),
+            "float32 angles": (
+                "_solved = rope\n"
+                "def rope(x, offset=0, base=10000.0):\n"
+                "    seq, d = x.shape[-2], x.shape[-1]\n"
+                "    out = _solved(x, offset, base)\n"
+                "    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)\n"
+                "    angles = (torch.arange(offset, offset + seq, dtype=torch.float32)[:, None] * theta).double()\n"
+                "    x1, x2 = x[..., 0::2], x[..., 1::2]\n"
+                "    out[..., 0::2] = x1 * angles.cos().to(x.dtype) - x2 * angles.sin().to(x.dtype)\n"
+                "    out[..., 1::2] = x1 * angles.sin().to(x.dtype) + x2 * angles.cos().to(x.dtype)\n"
+                "    return out",
+                "rope(x, offset=3000) in float64 is off by",
+            ),
+        },
+        "q2": {
+            "the power-of-two formula for any n": (
+                "def alibi_slopes(num_heads):\n"
+                "    if num_heads < 1:\n"
+                "        raise ValueError('num_heads')\n"
+                "    return torch.tensor([2.0 ** (-8.0 * (i + 1) / num_heads) for i in range(num_heads)])",
+                "alibi_slopes(6) must be the 4 slopes for 4 heads (1/4, 1/16, 1/64, 1/256), then the 1st and 3rd",
+            ),
+        },
+    },
 }
 
 MISTAKES = [
@@ -518,8 +557,9 @@ _COMPUTES = {
 
 @pytest.mark.parametrize("name", SECURED)
 def test_public_checks_hold_no_reference_implementation(name):
-    """Learners get ``checks/*.py`` and the sandbox mounts it: it imports only torch, math and the test runtime, its
-    helpers only run the learner's answer (passed to ``run``), and its checking halves compute no expected value."""
+    """Learners get ``checks/*.py`` and the sandbox mounts it: it imports only torch, math and the test runtime, a
+    helper that computes values only runs the learner's answer (passed to ``run``), and the checking halves compute
+    no expected value."""
     import ast
 
     path = ROOT / "exercises" / "checks" / f"{name}.py"
@@ -535,7 +575,11 @@ def test_public_checks_hold_no_reference_implementation(name):
         for c in ast.walk(tree)
         if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "run" and c.args and isinstance(c.args[0], ast.Name)
     }
-    assert helpers <= passed_to_run, f"{path.name}: helpers that do not run an answer: {helpers - passed_to_run}"
+    for helper in [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name in helpers - passed_to_run]:
+        called = {
+            getattr(c.func, "attr", getattr(c.func, "id", "")) for c in ast.walk(helper) if isinstance(c, ast.Call)
+        }
+        assert not called & _COMPUTES, f"{path.name}: {helper.name} computes values but runs no answer"
     for func in tests:
         after = False
         for stmt in func.body:
