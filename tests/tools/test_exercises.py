@@ -17,8 +17,6 @@ from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, solution_answe
 
 SEED = 20260101  # a grading run's secret, fixed here
 
-#: The exercises whose checks own their inputs, draw hidden inputs from the run's seed and store expected values.
-SECURED = ["01_token_embedding", "02_scaling", "03_sinusoidal", "04_fusion", "05_rope_alibi", "06_optimization"]
 
 #: Each exercise's measurement question and the function that measures (graded by running it).
 MEASUREMENTS = {
@@ -483,7 +481,7 @@ def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says
     assert all(line and "\n" not in line for line in str(failed.value).split("\n"))
 
 
-@pytest.mark.parametrize("name", SECURED)
+@pytest.mark.parametrize("name", NAMES)
 def test_the_solutions_pass_every_test(name):
     suite, solved = load_suite(ROOT / "exercises", name), _source_namespace(name)
     for seed in (SEED, SEED + 1):
@@ -531,7 +529,7 @@ def _forge(data, how: str):
     return {k: _forge(v, how) for k, v in data.items()}
 
 
-@pytest.mark.parametrize("name", SECURED)
+@pytest.mark.parametrize("name", NAMES)
 def test_forged_outcomes_without_an_answer_score_nothing(name):
     """Every answer left ``...``; the cell replacing the gathering sends what an answer that echoes its inputs
     produces (as is, or with every flag True, or every call raising the error a test may expect), or outcomes of the
@@ -567,7 +565,7 @@ def _recorded(answer, table: dict):
     return record, replay
 
 
-@pytest.mark.parametrize("name", SECURED)
+@pytest.mark.parametrize("name", NAMES)
 def test_a_table_of_one_runs_hidden_inputs_scores_nothing_in_the_next(name):
     """The answers' outputs for one grading run's hidden inputs, replayed in another run (answer functions; the
     modules' inputs are drawn the same way)."""
@@ -614,7 +612,7 @@ _COMPUTES = {
 }
 
 
-@pytest.mark.parametrize("name", SECURED)
+@pytest.mark.parametrize("name", NAMES)
 def test_public_checks_hold_no_reference_implementation(name):
     """Learners get ``checks/*.py`` and the sandbox mounts it: it imports only torch, math and the test runtime, a
     helper that computes values only runs the learner's answer (passed to ``run``), and the checking halves compute
@@ -651,3 +649,64 @@ def test_public_checks_hold_no_reference_implementation(name):
                 getattr(c.func, "attr", getattr(c.func, "id", "")) for c in ast.walk(stmt) if isinstance(c, ast.Call)
             }
             assert not called & _COMPUTES, f"{path.name}: {func.name} computes an expected value: {called & _COMPUTES}"
+
+
+#: A cell a student could add to a notebook whose answers are all left ``...``: it replaces the runner's gathering
+#: with one that runs every test against answers that echo their inputs and reports every flag True.
+FORGER = """
+from course_embed.tools.grading import probe as _probe
+
+_real_gather = _probe.gather
+
+
+class _Echo(torch.nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        sizes = [a for a in args if isinstance(a, int)][:2]
+        self.weight = torch.nn.Parameter(torch.zeros(*sizes) if len(sizes) == 2 else torch.zeros(1, 1))
+        self.token = self
+
+    def forward(self, x, *args, **kwargs):
+        return x
+
+
+def _echo(*args, **kwargs):
+    return next((a for a in args if isinstance(a, torch.Tensor)), args[0] if args else None)
+
+
+def _true(data):
+    if isinstance(data, bool):
+        return True
+    if isinstance(data, list):
+        return [_true(v) for v in data]
+    if isinstance(data, dict):
+        return {k: _true(v) for k, v in data.items()}
+    return data
+
+
+def _forged(spec, namespace, seed=None):
+    fake = {a: _Echo if a[0].isupper() else _echo for a in spec.answers}
+    return _true(_real_gather(spec, fake, seed))
+
+
+_probe.gather = _forged
+"""
+
+
+def test_a_forged_submission_without_answers_scores_zero_when_graded(built_exercises):
+    """Through the sandbox: each exercise's untouched notebook, plus a cell that replaces the gathering function."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from course_embed.tools.grading.submission import grade_notebook
+
+    def grade(name):
+        nb = nbformat.read(built_exercises[name].student, as_version=4)
+        first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "import torch" in c.source)
+        nb.cells.insert(first + 1, nbformat.v4.new_code_cell(FORGER))
+        graded = grade_notebook(nbformat.from_dict(nb), load_suite(ROOT / "exercises", name), timeout=240)
+        return {r.name: r.score for r in graded.results}, graded.error
+
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(zip(NAMES, pool.map(grade, NAMES), strict=True))
+    for name, (scores, error) in results.items():
+        assert scores and not any(scores.values()), f"{name}: a forged submission scores {scores} ({error})"

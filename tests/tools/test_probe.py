@@ -79,3 +79,14 @@ def test_public_feedback_is_one_line_per_failed_test_without_otter_framing():
         raise probe.Feedback("sinusoidal(6, 4)[0] must be (0, 1, 0, 1)")
     except probe.Feedback as err:
         assert ExceptionTestFile._generate_error_message(None, err) == "sinusoidal(6, 4)[0] must be (0, 1, 0, 1)"
+
+
+def test_feedback_files_carry_no_control_characters():
+    from course_embed.tools.grading.compare import Question, TestResult
+    from course_embed.tools.grading.feedback import feedback_text, results_json
+
+    results = [TestResult("t", "q1", 0.0, 1.0, "bad \x1b[2J\u202e", False)]
+    data = results_json(results, "q1's answer cell: \x1b]0;pwned\x07", 1.0)
+    text = feedback_text("alice", "03_sinusoidal", [Question("q1", 1.0, ("f",))], results, "\x1b[31m")
+    for shown in (data["output"], data["tests"][0]["output"], text):
+        assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
