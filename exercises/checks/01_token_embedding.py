@@ -34,6 +34,11 @@ def init_in_place_with_the_right_std(init_embedding_):
         f"{label}: the rows' std is {std:.4f}, expected d_model ** -0.5 = 0.1250 (normal_'s second argument is the "
         f"standard deviation, not the variance) {TRIED}"
     )
+    within = (w[1:].abs() < 0.125).double().mean().item()  # 0.683 for a normal, 0.577 for a uniform
+    assert abs(within - 0.6827) < 0.02, (
+        f"{label}: {within:.3f} of the samples lie within one std, a normal has 0.683: sample N(0, 1/d) with "
+        f"normal_, not uniform_"
+    )
 
 
 #: A known table (10 ids, width 8) that the gathering loads into the learner's module; row 0, the pad row, is zero.

@@ -82,7 +82,8 @@ def add_fusion_any_length_and_offset_in_float64_and_2d_ids(AddFusion):
     positions = out[0, [0, 699]] - KNOWN[8][LONG[0, [0, 699]]] * math.sqrt(8)
     expected = torch.stack([PE8[600], PE8[1299]])
     assert torch.allclose(positions, expected, atol=1e-4), (
-        f"{label}: tokens 0 and 699 must get PE rows 600 and 1299 (PE[offset : offset + seq], any length)"
+        f"{label}: tokens 0 and 699 must get PE rows 600 and 1299 (PE[offset : offset + seq], any length; if the "
+        f"3-token check fails too, fix that first)"
     )
     error = (positions - expected).abs().max().item()
     assert error < 1e-9, (
@@ -117,14 +118,29 @@ def concat_fusion_token_part_then_pe(ConcatFusion):
         out.raises(f"ConcatFusion(20, 8, d_position={dp}) (0 < d_position < d_model, even)", ValueError)
 
 
+MASK_IDS = [[5, 6, 0, 0], [7, 0, 8, 9]]
+
+
+def _mask(key_padding_mask, dtype):
+    ids = torch.tensor(MASK_IDS, dtype=dtype)
+    return {"mask": key_padding_mask(ids, 0), "ids_after": ids}
+
+
 @test("q3", points=1)
 def mask_is_true_at_the_pads_and_refuses_float_ids(key_padding_mask):
-    ids = torch.tensor([[5, 6, 0, 0], [7, 0, 8, 9]])
     expected = [[False, False, True, True], [False, True, False, False]]
-    got = yield [run(key_padding_mask, ids, 0), run(key_padding_mask, ids.int(), 0),
-                 run(key_padding_mask, ids.float(), 0)]
+    got = yield [run(_mask, key_padding_mask, torch.int64), run(_mask, key_padding_mask, torch.int32),
+                 run(key_padding_mask, torch.tensor(MASK_IDS, dtype=torch.float32), 0)]
     for k, dtype in enumerate((torch.int64, torch.int32)):
-        mask = got[k].tensor(f"key_padding_mask({dtype} ids, 0)", shape=(2, 4), dtype=torch.bool)
+        r = got[k].ok(f"key_padding_mask({dtype} ids, 0)")
+        assert as_tensor(r["ids_after"], "ids").tolist() == MASK_IDS, (
+            f"key_padding_mask({dtype} ids, 0) changed ids: compare, do not write into them"
+        )
+        mask = as_tensor(r["mask"], f"key_padding_mask({dtype} ids, 0)")
+        assert mask.shape == (2, 4) and mask.dtype == torch.bool, (
+            f"key_padding_mask({dtype} ids, 0) must return a (2, 4) torch.bool tensor, got {tuple(mask.shape)} "
+            f"{mask.dtype}"
+        )
         assert mask.tolist() != [[not m for m in row] for row in expected], (
             f"key_padding_mask({dtype} ids, 0) is True at the real tokens: nn.MultiheadAttention's key_padding_mask "
             f"means True = ignore this key, so True at the pads"

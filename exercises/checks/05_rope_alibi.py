@@ -72,7 +72,8 @@ def rope_uses_the_offset_in_float64_and_rejects_bad_shapes(rope):
     tail = got[0].tensor("rope(x, offset=7) on 3 positions, head_dim 8, float64", shape=(1, 1, 3, 8),
                          dtype=torch.float64)
     assert torch.allclose(tail[0, 0], TURNED, atol=1e-6), (
-        "rope(x, offset=7): the 3 tokens are at positions 7, 8, 9 (the offset is the first token's position)"
+        "rope(x, offset=7): the 3 tokens are at positions 7, 8, 9 (the offset is the first token's position; if the "
+        "check on e_0 fails too, fix that first)"
     )
     far = got[1].tensor("rope(x, offset=3000) in float64", shape=(1, 1, 1, 8), dtype=torch.float64)[0, 0, 0]
     error = (far - FAR).abs().max().item()

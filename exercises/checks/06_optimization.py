@@ -36,7 +36,7 @@ def _small(lookup_add):
         out = lookup_add(IDS, weight, pe, 2.0, padding_idx=0)
     values = out.detach().clone()
     out.backward(UPSTREAM)
-    return {"out": values, "grad": weight.grad, "pe_grad": pe.grad, "ops": mode.ops}
+    return {"out": values, "grad": weight.grad, "pe_grad": pe.grad, "ops": mode.ops, "after": [weight, pe]}
 
 
 @test("q1", points=2)
@@ -49,6 +49,10 @@ def lookup_add_values_gradients_and_one_output(lookup_add):
         f"{label} must return a (2, 3, 4) float64 tensor, got {tuple(out.shape)} {out.dtype}"
     )
     assert torch.allclose(out, WEIGHT[IDS] * 2.0 + PE), f"{label}: the values must equal weight[ids] * 2.0 + pe"
+    for name, before, after in zip(("weight", "pe"), (WEIGHT, PE), r["after"]):
+        assert torch.equal(as_tensor(after, name), before), (
+            f"{label} changed {name}: only the lookup's own output may change in place"
+        )
     grad = r["grad"]
     assert grad is not None, f"{label}: no gradient reached weight: do not detach the lookup"
     grad = as_tensor(grad, "weight.grad")
@@ -73,6 +77,12 @@ def _sparse(sparse_embedding_grad, ids, grad_out, vocab, padding_idx=None):
         return sparse_embedding_grad(ids, grad_out, vocab, padding_idx)
 
 
+def _sparse_kept(sparse_embedding_grad, padding_idx):
+    grad_out = GRAD_OUT.clone()
+    result = _sparse(sparse_embedding_grad, SPARSE_IDS, grad_out, 5, padding_idx)
+    return {"grad": result, "grad_out_after": grad_out}
+
+
 SPARSE_IDS = torch.tensor([[1, 3, 1, 0]])
 GRAD_OUT = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]]])
 
@@ -80,14 +90,16 @@ GRAD_OUT = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]]])
 @test("q2", points=1)
 def sparse_grad_one_row_per_id_summed_without_the_pad_row(sparse_embedding_grad):
     got = yield [
-        run(_sparse, sparse_embedding_grad, SPARSE_IDS, GRAD_OUT, 5, 0),
+        run(_sparse_kept, sparse_embedding_grad, 0),
         run(_sparse, sparse_embedding_grad, SPARSE_IDS.float(), GRAD_OUT, 5),
         run(_sparse, sparse_embedding_grad, torch.tensor([[1, 5, 0, 2]]), GRAD_OUT, 5),
     ]
     label = "sparse_embedding_grad(ids [[1, 3, 1, 0]], grad_out (1, 4, 2), 5, padding_idx=0)"
-    value = got[0].ok(label)
+    r = got[0].ok(label)
+    assert torch.equal(as_tensor(r["grad_out_after"], "grad_out"), GRAD_OUT), f"{label} changed grad_out: leave it"
+    value = r["grad"]
     assert isinstance(value, Tensor) and value.sparse, (
-        f"{label} must return a sparse COO tensor (torch.sparse_coo_tensor), got {got[0].type}"
+        f"{label} must return a sparse COO tensor (torch.sparse_coo_tensor), got {type(value).__name__}"
     )
     t = value.data
     assert tuple(t.shape) == (5, 2), f"{label} must have shape (vocab_size, d) = (5, 2), got {tuple(t.shape)}"

@@ -187,6 +187,16 @@ PUBLIC_MISTAKES = {
                 "    return weight",
                 "the rows' std is 0.0156, expected d_model ** -0.5 = 0.1250",
             ),
+            "uniform samples with the right std": (
+                "def init_embedding_(weight, padding_idx=None):\n"
+                "    a = 3 ** 0.5 * weight.shape[1] ** -0.5\n"
+                "    with torch.no_grad():\n"
+                "        weight.uniform_(-a, a)\n"
+                "        if padding_idx is not None:\n"
+                "            weight[padding_idx].zero_()\n"
+                "    return weight",
+                "of the samples lie within one std, a normal has 0.683: sample N(0, 1/d) with normal_",
+            ),
             "a new tensor instead of in place": (
                 "def init_embedding_(weight, padding_idx=None):\n"
                 "    return torch.randn_like(weight) * weight.shape[1] ** -0.5",
@@ -345,7 +355,7 @@ PUBLIC_MISTAKES = {
                 "class AddFusion(_Solved):\n"
                 "    def forward(self, ids, offset=0):\n"
                 "        return super().forward(ids, 0)",
-                "tokens 0 and 699 must get PE rows 600 and 1299 (PE[offset : offset + seq], any length)",
+                "tokens 0 and 699 must get PE rows 600 and 1299 (PE[offset : offset + seq], any length;",
             ),
         },
         "q3": {
@@ -404,6 +414,13 @@ PUBLIC_MISTAKES = {
                 "    return F.embedding(ids, weight, padding_idx) * scale + pe",
                 "made 3 new (batch, seq, d) tensors (aten.embedding.default, aten.mul.Tensor, aten.add.Tensor); "
                 "expected 1",
+            ),
+            "the table scaled in place": (
+                "def lookup_add(ids, weight, pe, scale, padding_idx=None):\n"
+                "    with torch.no_grad():\n"
+                "        weight.mul_(scale)\n"
+                "    return F.embedding(ids, weight, padding_idx).add_(pe)",
+                "changed weight: only the lookup's own output may change in place",
             ),
             "chapter 6's out= line under autograd": (
                 "def lookup_add(ids, weight, pe, scale, padding_idx=None):\n"
@@ -477,8 +494,10 @@ def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says
     with pytest.raises(probe.Feedback) as failed:
         probe.check_public(name, question, **{a: wrong[a] for a in answers})
     assert expected in str(failed.value), str(failed.value)
-    # every hidden test of a question whose public checks pass is about other inputs: the mistake fails in public
-    assert all(line and "\n" not in line for line in str(failed.value).split("\n"))
+    lines = str(failed.value).split("\n")
+    assert all(lines), "one sentence per failed test"
+    if "halves" in label or "rotate-half" in label:  # a layout bug is not blamed on the angles' precision
+        assert not any("float64" in line for line in lines), lines
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -652,7 +671,9 @@ def test_public_checks_hold_no_reference_implementation(name):
 
 
 #: A cell a student could add to a notebook whose answers are all left ``...``: it replaces the runner's gathering
-#: with one that runs every test against answers that echo their inputs and reports every flag True.
+#: with one that runs every test against answers that echo their inputs (a module: the rows of its zero table) and
+#: reports every flag True and every tensor zero (on the checks before they owned their inputs, it scored exercise
+#: 01's q2 lookup test).
 FORGER = """
 from course_embed.tools.grading import probe as _probe
 
@@ -667,7 +688,7 @@ class _Echo(torch.nn.Module):
         self.token = self
 
     def forward(self, x, *args, **kwargs):
-        return x
+        return self.weight[x] if isinstance(x, torch.Tensor) and not x.is_floating_point() else x
 
 
 def _echo(*args, **kwargs):
@@ -679,6 +700,8 @@ def _true(data):
         return True
     if isinstance(data, list):
         return [_true(v) for v in data]
+    if isinstance(data, dict) and data.get("__tensor__") and "data" in data:
+        return {**data, "data": torch.zeros_like(data["data"])}
     if isinstance(data, dict):
         return {k: _true(v) for k, v in data.items()}
     return data
