@@ -1,4 +1,6 @@
-"""Public tests of exercise 01 (what `grader.check` runs). Format: course_embed/tools/grading/probe.py."""
+"""Public tests of exercise 01 (what `grader.check` runs). Format: course_embed/tools/grading/probe.py.
+
+The inputs are fixed here, and each expected value is stored or follows from a known table by indexing."""
 
 import math
 
@@ -6,73 +8,131 @@ import torch
 
 from course_embed.tools.grading.probe import as_tensor, run, test
 
+TRIED = "(grading also tries other sizes, dtypes and pad ids)"
+
+
+def _init_in_place(init_embedding_):
+    w = torch.nn.Parameter(torch.full((2000, 64), 3.0))
+    returned = init_embedding_(w, padding_idx=0)
+    return {"returned": returned, "weight": w}
+
 
 @test("q1", points=1)
 def init_in_place_with_the_right_std(init_embedding_):
-    def probe():
-        torch.manual_seed(0)
-        w = torch.nn.Parameter(torch.full((2000, 64), 3.0))
-        return {"same": init_embedding_(w, padding_idx=0) is w, "weight": w}
-
-    got = yield run(probe)
+    got = yield run(_init_in_place, init_embedding_)
+    label = "init_embedding_(w, padding_idx=0) on a (2000, 64) Parameter"
     if got.raised and "leaf Variable" in got.message:
-        raise AssertionError("init_embedding_ changes a Parameter in place: wrap the init in `with torch.no_grad():`")
-    result = got.ok("init_embedding_(w, padding_idx=0)")
-    assert result["same"], "return the tensor you were given, initialised in place"
-    w = as_tensor(result["weight"], "weight")
-    assert torch.all(w[0] == 0), "row padding_idx must be zero after the init"
+        raise AssertionError(f"{label} raised RuntimeError: a Parameter changes in place only under torch.no_grad()")
+    result = got.ok(label)
+    w = as_tensor(result["weight"], "the Parameter passed in")
+    assert not torch.all(w == 3.0), f"{label} left the Parameter unchanged: fill `weight` itself, in place"
+    returned = as_tensor(result["returned"], f"{label} (its return value)")
+    assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
+    assert torch.all(w[0] == 0), f"{label}: row 0 is not zero; zero row padding_idx after the random init"
     std = w[1:].std().item()
-    assert abs(std - 64 ** -0.5) < 0.05 * 64 ** -0.5, f"std is {std:.4f}, expected d_model ** -0.5 = {64 ** -0.5:.4f}"
+    assert abs(std - 0.125) < 0.05 * 0.125, (
+        f"{label}: the rows' std is {std:.4f}, expected d_model ** -0.5 = 0.1250 (normal_'s second argument is the "
+        f"standard deviation, not the variance) {TRIED}"
+    )
+    within = (w[1:].abs() < 0.125).double().mean().item()  # 0.683 for a normal, 0.577 for a uniform
+    assert abs(within - 0.6827) < 0.02, (
+        f"{label}: {within:.3f} of the samples lie within one std, a normal has 0.683: sample N(0, 1/d) with "
+        f"normal_, not uniform_"
+    )
 
 
-def _lookup(TokenEmbedding, ids, upstream=None):
-    """Build TokenEmbedding(10, 8, padding_idx=0), look up ``ids``, backpropagate ``upstream``."""
-    torch.manual_seed(0)
-    emb = TokenEmbedding(10, 8, padding_idx=0)
-    out = emb(ids)
-    if upstream is not None:
-        out.backward(upstream)
-    return {"weight": emb.weight, "out": out, "grad": emb.weight.grad}
-
-
+#: A known table (10 ids, width 8) that the gathering loads into the learner's module; row 0, the pad row, is zero.
+TABLE = torch.cat([torch.zeros(1, 8), torch.arange(1.0, 73.0).reshape(9, 8) / 8]).double()
 IDS = torch.tensor([[0, 3, 9], [1, 1, 0]])
+UPSTREAM = torch.linspace(-1.0, 1.0, 48, dtype=torch.float64).reshape(2, 3, 8)  # not zero at the pads
+
+
+def _lookup(TokenEmbedding, ids):
+    """TokenEmbedding(10, 8, padding_idx=0) in float64 with TABLE loaded, looking up ``ids`` and backpropagating."""
+    emb = TokenEmbedding(10, 8, padding_idx=0).double()
+    initial_pad = emb.weight[0].detach().clone()
+    with torch.no_grad():
+        emb.weight.copy_(TABLE)
+    out = emb(ids)
+    out.backward(UPSTREAM)
+    return {"initial_pad": initial_pad, "weight": emb.weight, "out": out, "grad": emb.weight.grad}
 
 
 @test("q2", points=1)
-def token_embedding_scales_the_lookup(TokenEmbedding):
-    got = yield run(_lookup, TokenEmbedding, IDS)
-    result = got.ok("TokenEmbedding(10, 8, padding_idx=0)")
-    weight = as_tensor(result["weight"], "TokenEmbedding(10, 8).weight")
-    assert tuple(weight.shape) == (10, 8), "weight must be (vocab_size, d_model)"
-    out = as_tensor(result["out"], "TokenEmbedding(10, 8)(ids)")
-    assert tuple(out.shape) == (2, 3, 8), f"expected shape (2, 3, 8), got {tuple(out.shape)}"
-    assert torch.allclose(out, weight[IDS] * math.sqrt(8)), "forward must return weight[ids] * sqrt(d_model)"
-    assert torch.all(out[0, 0] == 0), "the pad id must map to a zero vector"
-
-
-@test("q2", points=1)
-def token_embedding_pad_row_gets_no_gradient_and_float_ids_raise(TokenEmbedding):
-    upstream = torch.linspace(-1.0, 1.0, 48).reshape(2, 3, 8)  # not zero at the pads
-    got = yield [run(_lookup, TokenEmbedding, IDS, upstream), run(_lookup, TokenEmbedding, IDS.float())]
-    grad = got[0].ok("backward through TokenEmbedding")["grad"]
-    assert grad is not None, "no gradient reached weight: use the Parameter itself in forward, not a copy"
+def token_embedding_scales_the_lookup_and_leaves_the_pad_row_alone(TokenEmbedding):
+    got = yield [run(_lookup, TokenEmbedding, IDS), run(_lookup, TokenEmbedding, IDS.int())]
+    label = "TokenEmbedding(10, 8, padding_idx=0)"
+    result = got[0].ok(f"{label} on ids {IDS.tolist()}")
+    assert torch.all(as_tensor(result["initial_pad"], "row 0") == 0), (
+        f"{label}: row 0 is not zero after the constructor: initialise the weight with your init_embedding_"
+    )
+    weight = as_tensor(result["weight"], f"{label}.weight")
+    assert weight.shape == (10, 8) and torch.equal(weight, TABLE), (
+        f"{label}.weight must be the (vocab_size, d_model) Parameter forward reads (the test loads known values)"
+    )
+    for k, ids in enumerate((IDS, IDS.int())):
+        out = as_tensor(got[k].ok(f"{label} on {ids.dtype} ids")["out"], f"{label}(ids)")
+        assert out.shape == (2, 3, 8), f"{label} on (2, 3) ids must return shape (2, 3, 8), got {tuple(out.shape)}"
+        assert out.dtype == torch.float64, f"{label}.double() must return float64 (the table's dtype), got {out.dtype}"
+        assert torch.allclose(out, TABLE[IDS] * math.sqrt(8)), (
+            f"{label} on {ids.dtype} ids must return weight[ids] * sqrt(8): the lookup, then the sqrt(d_model) scale"
+        )
+    grad = result["grad"]
+    assert grad is not None, f"{label}: no gradient reached weight: look up the Parameter itself, not a copy"
     grad = as_tensor(grad, "weight.grad")
-    assert torch.all(grad[0] == 0), "the pad row must receive no gradient (F.embedding's padding_idx)"
-    assert grad[3].abs().sum() > 0, "row 3 was looked up: it must receive a gradient"
-    got[1].raises("forward with float ids", TypeError)
+    assert torch.all(grad[0] == 0), (
+        f"{label}: row 0 (the pad) received a gradient: pass padding_idx to F.embedding, which plain indexing lacks"
+    )
+    # each looked-up row gathers the upstream gradient of its positions, times sqrt(8)
+    expected = {3: UPSTREAM[0, 1], 9: UPSTREAM[0, 2], 1: UPSTREAM[1, 0] + UPSTREAM[1, 1]}
+    for row, value in expected.items():
+        assert torch.allclose(grad[row], value * math.sqrt(8)), (
+            f"{label}: the gradient of row {row} must be the sum of its positions' upstream gradients times sqrt(8)"
+        )
+
+
+def _bad(TokenEmbedding, ids=None, padding_idx=None):
+    if ids is None:
+        return TokenEmbedding(10, 4, padding_idx=padding_idx)
+    return TokenEmbedding(10, 4)(ids)
+
+
+def _two_tables(TokenEmbedding):
+    a, b = TokenEmbedding(10, 8).double(), TokenEmbedding(10, 8).double()
+    with torch.no_grad():
+        a.weight.copy_(TABLE)
+        b.weight.copy_(-TABLE)
+    return a(IDS)
+
+
+@test("q2", points=1)
+def token_embedding_rejects_bad_ids_and_pads_and_owns_its_table(TokenEmbedding):
+    cases = [
+        (torch.tensor([[1.0, 2.0]]), TypeError, "float ids: check ids.dtype is torch.int64 or torch.int32"),
+        (torch.tensor([[3, -1]]), ValueError, "a negative id: plain indexing would wrap -1 to the last row"),
+        (torch.tensor([[10]]), ValueError, "id 10 >= vocab_size: check ids.max() < vocab_size"),
+    ]
+    got = yield [run(_bad, TokenEmbedding, ids=ids) for ids, _, _ in cases] + [
+        run(_bad, TokenEmbedding, padding_idx=10),
+        run(_two_tables, TokenEmbedding),
+    ]
+    for (ids, error, why), out in zip(cases, got):
+        out.raises(f"TokenEmbedding(10, 4)({ids.tolist()}) ({why})", error)
+    got[3].raises(
+        "TokenEmbedding(10, 4, padding_idx=10) (a pad id outside [0, vocab_size): check it in __init__)", ValueError
+    )
+    out = got[4].tensor("two TokenEmbedding(10, 8) modules", shape=(2, 3, 8))
+    assert torch.allclose(out, TABLE[IDS] * math.sqrt(8)), (
+        "two TokenEmbedding(10, 8) modules share one table: changing the second changed the first's output "
+        "(make a new nn.Parameter in each __init__)"
+    )
 
 
 @test("q3", points=1)
 def mean_row_norm_for_seed_1(mean_row_norm):
     got = yield run(mean_row_norm, 1)
     value = got.number("mean_row_norm(1)")
-    expected = _mean_row_norm(1)
-    assert abs(value - expected) <= 0.0051, \
-        "mean_row_norm(1) is off (checked to the 2 decimals asked): which init, which seed, which norm?"
-
-
-def _mean_row_norm(seed):
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        weight = torch.nn.Embedding(1000, 512).weight.detach().double()
-    return weight.norm(dim=1).mean().item()
+    assert abs(value - 22.6458) <= 0.0051, (
+        f"mean_row_norm(1) is {value:.4f}, expected 22.65 to 2 decimals: nn.Embedding(1000, 512) right after "
+        f"torch.manual_seed(1), rows' Euclidean norms (dim=1), then their mean (grading tries other seeds)"
+    )

@@ -1,61 +1,87 @@
-"""Public tests of exercise 02 (what `grader.check` runs). Format: course_embed/tools/grading/probe.py."""
+"""Public tests of exercise 02 (what `grader.check` runs). Format: course_embed/tools/grading/probe.py.
+
+The inputs are fixed here, and each expected value is stored."""
 
 import math
 
 import torch
 
-from course_embed.tools.grading.probe import run, test
+from course_embed.tools.grading.probe import as_tensor, run, test
+
+#: expected_norm_ratio for fixed arguments, computed once from the closed form and stored.
+RATIOS = [
+    (("scaled_normal", 1000, 64, True), 1.4142135623730951, "N(0, 1/d) has sigma = d ** -0.5"),
+    (("normal", 1000, 64, False), 1.4142135623730951, "N(0, 1) has sigma = 1, and no sqrt(d) factor here"),
+    (("xavier_uniform", 1000, 64, True), 0.4905114715879726, "U(-a, a) has sigma = a / sqrt(3), not a"),
+    (("xavier_uniform", 30522, 768, False), 0.011306474669281657, "U(-a, a) has sigma = a / sqrt(3), not a"),
+]
 
 
 @test("q1", points=1)
-def ratio_for_normal_and_scaled_normal(expected_norm_ratio):
-    got = yield [run(expected_norm_ratio, "scaled_normal", 1000, 64, scale=True),
-                 run(expected_norm_ratio, "normal", 1000, 64, scale=False),
-                 run(expected_norm_ratio, "uniform", 1000, 64)]
-    value = got[0].number("expected_norm_ratio('scaled_normal', 1000, 64)")
-    assert math.isclose(value, math.sqrt(2), rel_tol=1e-6), \
-        "scaled_normal with the sqrt(d) scale gives unit-RMS token vectors: compare that with a PE row's norm"
-    value = got[1].number("expected_norm_ratio('normal', 1000, 64, scale=False)")
-    assert math.isclose(value, 8 / math.sqrt(32), rel_tol=1e-6), \
-        "normal init without the scale, d = 64: the token's RMS norm is 8; divide it by a PE row's norm"
-    got[2].raises("expected_norm_ratio('uniform', 1000, 64)", ValueError)
+def ratio_for_each_init(expected_norm_ratio):
+    got = yield [run(expected_norm_ratio, *args[:3], scale=args[3]) for args, _, _ in RATIOS] + [
+        run(expected_norm_ratio, "uniform", 1000, 64),
+        run(expected_norm_ratio, "normal", 1000, 63),
+    ]
+    for (args, expected, hint), out in zip(RATIOS, got):
+        label = f"expected_norm_ratio({args[0]!r}, {args[1]}, {args[2]}, scale={args[3]})"
+        value = out.number(label)
+        assert math.isclose(value, expected, rel_tol=1e-6), (
+            f"{label} is {value:.6g}, expected {expected:.6g}: the token's RMS norm is sigma * sqrt(d) (times sqrt(d) "
+            f"with the scale), a PE row's norm is sqrt(d / 2) (d / 2 pairs with sin^2 + cos^2 = 1); {hint} "
+            f"(grading also tries other sizes)"
+        )
+    got[4].raises("expected_norm_ratio('uniform', 1000, 64) (an unknown init)", ValueError)
+    got[5].raises("expected_norm_ratio('normal', 1000, 63) (an odd d_model: no sinusoidal table)", ValueError)
+
+
+#: A known (11, 4) table that the gathering loads into the embedding before tying.
+TABLE = torch.arange(44, dtype=torch.float32).reshape(11, 4) / 4 - 5
 
 
 def _tie_probe(tie):
-    emb, out = torch.nn.Embedding(11, 4), torch.nn.Linear(4, 11)
+    emb, out = torch.nn.Embedding(11, 4), torch.nn.Linear(4, 11, bias=False)
+    with torch.no_grad():
+        emb.weight.copy_(TABLE)
     returned = tie(emb, out)
-    wrong = torch.nn.Linear(11, 4)
-    try:
-        tie(torch.nn.Embedding(11, 4), wrong)
-        error = ""
-    except Exception as err:
-        error = type(err).__name__
-    return {"returned_output": returned is out, "same": out.weight is emb.weight, "wrong_way": error}
+    before = returned(torch.eye(4))  # (4, 11): the tied layer's weight, transposed
+    with torch.no_grad():
+        emb.weight.mul_(-1.0)  # a change to the embedding's table...
+    after = returned(torch.eye(4))  # ...is a change to the output layer's
+    return {"before": before, "after": after}
+
+
+def _wrong_way(tie):
+    tie(torch.nn.Embedding(11, 4), torch.nn.Linear(11, 4))
 
 
 @test("q2", points=1)
 def tie_shares_the_parameter_and_refuses_a_wrong_layer(tie):
-    got = yield run(_tie_probe, tie)
-    r = got.ok("tie(embedding, output)")
-    assert r["returned_output"], "return the output layer"
-    assert r["same"], "the output layer must use the embedding's Parameter itself, not a copy"
-    assert r["wrong_way"] == "ValueError", \
-        f"tying to nn.Linear(11, 4) (the wrong way round) must raise ValueError, got {r['wrong_way'] or 'no error'}"
+    got = yield [run(_tie_probe, tie), run(_wrong_way, tie)]
+    label = "tie(nn.Embedding(11, 4), nn.Linear(4, 11))"
+    r = got[0].ok(f"{label}, then calling the layer it returns (return the output layer)")
+    before = as_tensor(r["before"], "the returned layer's output")
+    assert before.shape == (4, 11) and torch.equal(before, TABLE.T), (
+        f"{label}: the returned layer does not compute with the embedding's table (set output.weight to it)"
+    )
+    assert torch.equal(as_tensor(r["after"], "the returned layer's output"), -TABLE.T), (
+        f"{label}: after the embedding's table changed, the output layer still used the old values: it holds a "
+        f"copy; assign the Parameter itself (output.weight = embedding.weight)"
+    )
+    message = got[1].raises("tie(nn.Embedding(11, 4), nn.Linear(11, 4)) (weight (4, 11): the wrong way round)",
+                            ValueError)
+    assert "11, 4" in message and "4, 11" in message, (
+        f"the ValueError of tie(nn.Embedding(11, 4), nn.Linear(11, 4)) must name both shapes, (11, 4) and (4, 11): "
+        f"got {message!r}"
+    )
 
 
 @test("q3", points=1)
 def measured_ratio_for_seed_1(measured_ratio):
     got = yield run(measured_ratio, 1)
     value = got.number("measured_ratio(1)")
-    assert abs(value - _measured_ratio(1)) <= 0.00051, \
-        "measured_ratio(1) is off (checked to the 3 decimals asked): which table, which scale, which norm?"
-
-
-def _measured_ratio(seed):
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        table = torch.nn.Embedding(1000, 512).weight.detach().double()
-    angles = torch.arange(1000, dtype=torch.float64)[:, None] * 10000.0 ** (
-        -torch.arange(0, 512, 2, dtype=torch.float64) / 512)
-    pe = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)
-    return ((table * math.sqrt(512)).norm(dim=1).mean() / pe.norm(dim=1).mean()).item()
+    assert abs(value - 32.02605) <= 0.00051, (
+        f"measured_ratio(1) is {value:.4f}, expected 32.026 to 3 decimals: nn.Embedding(1000, 512) right after "
+        f"torch.manual_seed(1), rows times sqrt(512), mean row norm over the mean row norm of the sinusoidal table "
+        f"for positions 0-999 (grading tries other seeds)"
+    )

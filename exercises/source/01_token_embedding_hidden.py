@@ -1,109 +1,172 @@
-"""Hidden tests of exercise 01: the instructor's only (not in a release). Each test gathers the answers' outputs
-before its `yield` (in the sandbox) and compares them with course_embed's reference after it (in the grader)."""
+"""Hidden tests of exercise 01: the instructor's only (not in a release). Each test draws its inputs from the grading
+run's secret `seed` and gathers the answers' outputs before its `yield` (in the sandbox); after it, in the grader,
+it rebuilds the same inputs and compares with the reference."""
 
 import torch
 
-from course_embed.tools.grading.probe import run, test
+from course_embed.tools.grading.probe import as_tensor, between, choose, run, test
 
-INIT_CASES = [(3000, 32, 7, torch.float32), (500, 256, None, torch.float64), (4001, 17, 4000, torch.float16)]
+
+def _init_cases(seed):
+    gen = torch.Generator().manual_seed(seed)
+    cases = []
+    for dtype in (torch.float32, torch.float64, torch.float16):
+        v, d = between(gen, 500, 3000), between(gen, 16, 256)
+        cases.append((v, d, choose(gen, [None, between(gen, 0, v - 1)]), dtype))
+    return cases
 
 
 def _init(init_embedding_, v, d, pad, dtype):
-    torch.manual_seed(1)
     w = torch.nn.Parameter(torch.full((v, d), 5.0, dtype=dtype))
-    out = init_embedding_(w, pad)
-    return {"same": out is w, "weight": w}
+    returned = init_embedding_(w, pad)
+    return {"returned": returned, "weight": w}
 
 
 @test("q1", points=2, hidden=True)
-def init_matches_the_distribution(init_embedding_):
-    got = yield [run(_init, init_embedding_, *case) for case in INIT_CASES]
-    for (v, d, pad, dtype), out in zip(INIT_CASES, got):
-        result = out.ok(f"init_embedding_ on a ({v}, {d}) {dtype} Parameter")
-        assert result["same"], "return the tensor you were given"
-        w = result["weight"].data
-        assert w.dtype == dtype, f"the table must keep its dtype {dtype}, got {w.dtype}"
+def init_matches_the_distribution(init_embedding_, *, seed):
+    cases = _init_cases(seed)
+    got = yield [run(_init, init_embedding_, *case) for case in cases]
+    for (v, d, pad, dtype), out in zip(cases, got):
+        label = f"init_embedding_ on a ({v}, {d}) {dtype} Parameter, padding_idx={pad}"
+        result = out.ok(label)
+        w = as_tensor(result["weight"], "the Parameter passed in")
+        returned = as_tensor(result["returned"], f"{label} (its return value)")
+        assert w.dtype == dtype, f"{label}: the table must keep its dtype {dtype}, got {w.dtype}"
+        assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
         rows = w.double()
         zero = (rows == 0).all(dim=1)
-        assert zero.tolist() == [i == pad for i in range(v)], f"({v}, {d}, pad={pad}): only row padding_idx is zero"
+        assert zero.tolist() == [i == pad for i in range(v)], (
+            f"{label}: exactly row padding_idx must be zero (None: no row), {int(zero.sum())} rows are"
+        )
         keep = rows[~zero]
-        std = d ** -0.5
-        assert abs(keep.std().item() - std) < 0.03 * std, (v, d, keep.std().item(), std)
-        assert abs(keep.mean().item()) < 5 * std / keep.numel() ** 0.5, "mean is not 0"
+        std = d**-0.5
+        assert abs(keep.std().item() - std) < 0.03 * std, (
+            f"{label}: the rows' std is {keep.std().item():.4f}, expected d_model ** -0.5 = {std:.4f}"
+        )
+        assert abs(keep.mean().item()) < 5 * std / keep.numel() ** 0.5, f"{label}: the samples' mean is not 0"
         within = (keep.abs() < std).double().mean().item()  # 0.6827 for a normal, 0.577 for a uniform
-        assert abs(within - 0.6827) < 0.02, f"not normally distributed: {within:.3f} within one std"
+        assert abs(within - 0.6827) < 0.02, (
+            f"{label}: {within:.3f} of the samples lie within one std, a normal has 0.683 (uniform_ instead of "
+            f"normal_?)"
+        )
 
 
-EMB_CASES = [(50, 16, 3, (4, 7), torch.float32), (7, 5, None, (3,), torch.float64),
-             (1000, 33, 999, (2, 3, 5), torch.float32)]
+def _emb_cases(seed):
+    gen = torch.Generator().manual_seed(seed)
+    cases = []
+    for dtype in (torch.float32, torch.float64):
+        v, d = between(gen, 2, 1200), between(gen, 1, 40)
+        shape = tuple(between(gen, 1, 6) for _ in range(between(gen, 1, 3)))
+        cases.append((v, d, choose(gen, [None, between(gen, 0, v - 1)]), shape, dtype, between(gen, 0, 2**31)))
+    return cases
 
 
-def _embed(TokenEmbedding, v, d, pad, shape, dtype):
-    gen = torch.Generator().manual_seed(11)
-    torch.manual_seed(2)
-    emb = TokenEmbedding(v, d, padding_idx=pad).to(dtype)
-    twin = TokenEmbedding(v, d, padding_idx=pad)
+def _inputs(v, d, pad, shape, dtype, data_seed):
+    gen = torch.Generator().manual_seed(data_seed)
+    table = torch.randn(v, d, generator=gen, dtype=dtype)
+    if pad is not None:
+        table[pad] = 0
     ids = torch.randint(0, v, shape, generator=gen)
     if pad is not None:
         ids.view(-1)[0] = pad
-    upstream = torch.randn(*shape, d, generator=gen, dtype=dtype)
+    return table, ids, torch.randn(*shape, d, generator=gen, dtype=dtype)
+
+
+def _embed(TokenEmbedding, v, d, pad, shape, dtype, data_seed):
+    table, ids, upstream = _inputs(v, d, pad, shape, dtype, data_seed)
+    emb = TokenEmbedding(v, d, padding_idx=pad).to(dtype)
+    twin = TokenEmbedding(v, d, padding_idx=pad).to(dtype)
+    with torch.no_grad():
+        emb.weight.copy_(table)
+        twin.weight.fill_(1.0)
     out64 = emb(ids)
     out64.backward(upstream)
-    out32 = emb(ids.int())
-    shared = emb.weight.data_ptr() == twin.weight.data_ptr()
-    return {"weight": emb.weight, "ids": ids, "upstream": upstream, "out": out64, "out_int32": out32,
-            "grad": emb.weight.grad, "shared": shared}
+    return {"weight": emb.weight, "out": out64, "out_int32": emb(ids.int()), "grad": emb.weight.grad}
 
 
 @test("q2", points=1, hidden=True)
-def token_embedding_matches_reference(TokenEmbedding):
-    got = yield [run(_embed, TokenEmbedding, *case) for case in EMB_CASES]
+def token_embedding_matches_reference(TokenEmbedding, *, seed):
+    cases = _emb_cases(seed)
+    got = yield [run(_embed, TokenEmbedding, *case) for case in cases]
     import torch.nn.functional as F
-    for (v, d, pad, shape, dtype), out in zip(EMB_CASES, got):
-        label = f"TokenEmbedding({v}, {d}, padding_idx={pad}) in {dtype}"
+
+    for case, out in zip(cases, got):
+        v, d, pad, shape, dtype, _ = case
+        table, ids, upstream = _inputs(*case)
+        label = f"TokenEmbedding({v}, {d}, padding_idx={pad}).to({dtype}) on ids of shape {shape}"
         r = out.ok(label)
-        assert not r["shared"], f"{label}: two modules share one weight; each needs its own table"
-        w, ids = r["weight"].data, r["ids"].data
-        if pad is not None:
-            assert torch.all(w[pad] == 0), f"{label}: the pad row must be zero after init"
-        expected = F.embedding(ids, w.double(), pad) * d ** 0.5
+        assert torch.equal(as_tensor(r["weight"], f"{label}.weight"), table), (
+            f"{label}: weight is not the Parameter the test loaded (a second module changed it? each module needs "
+            f"its own table)"
+        )
+        expected = F.embedding(ids, table.double(), pad) * d**0.5
         for key in ("out", "out_int32"):
-            got_out = r[key].data
-            assert got_out.dtype == dtype, f"{label}: the output must be in the table's dtype {dtype}"
-            torch.testing.assert_close(got_out.double(), expected, rtol=1e-6, atol=1e-6)
-        w64 = w.double().requires_grad_()
-        (F.embedding(ids, w64, pad) * d ** 0.5).backward(r["upstream"].data.double())
+            got_out = as_tensor(r[key], label)
+            assert got_out.shape == (*shape, d), f"{label} must return shape {(*shape, d)}, got {tuple(got_out.shape)}"
+            assert got_out.dtype == dtype, f"{label} must return the table's dtype {dtype}, got {got_out.dtype}"
+            assert torch.allclose(got_out.double(), expected, rtol=1e-6, atol=1e-6), (
+                f"{label} ({key}) is not weight[ids] * sqrt({d})"
+            )
+        w64 = table.double().requires_grad_()
+        (F.embedding(ids, w64, pad) * d**0.5).backward(upstream.double())
         assert r["grad"] is not None, f"{label}: no gradient reached weight"
-        torch.testing.assert_close(r["grad"].data.double(), w64.grad, rtol=1e-5, atol=1e-5,
-                                   msg=lambda m: f"{label}: the gradient of weight is wrong (pad row?): {m}")
+        assert torch.allclose(as_tensor(r["grad"], "weight.grad").double(), w64.grad, rtol=1e-5, atol=1e-5), (
+            f"{label}: the gradient of weight is wrong (does the pad row get one? pass padding_idx to F.embedding)"
+        )
 
 
-def _bad(TokenEmbedding, bad=None, pad="none"):
-    if pad != "none":
-        return TokenEmbedding(10, 4, padding_idx=pad)
-    return TokenEmbedding(10, 4)(bad)
+def _bad(TokenEmbedding, v, bad=None, pad=None):
+    if bad is None:
+        return TokenEmbedding(v, 4, padding_idx=pad)
+    return TokenEmbedding(v, 4)(bad)
+
+
+def _good(TokenEmbedding, v):
+    emb = TokenEmbedding(v, 4)
+    with torch.no_grad():
+        emb.weight.copy_(torch.arange(4.0 * v).reshape(v, 4))
+    return emb(torch.tensor([v - 1, 0]))
 
 
 @test("q2", points=1, hidden=True)
-def token_embedding_rejects_bad_input(TokenEmbedding):
-    cases = [(torch.tensor([[1.0, 2.0]]), TypeError), (torch.tensor([[3, -1]]), ValueError),
-             (torch.tensor([[10]]), ValueError), ([[1, 2]], TypeError)]
-    got = yield ([run(_bad, TokenEmbedding, bad) for bad, _ in cases] +
-                 [run(_bad, TokenEmbedding, pad=pad) for pad in (10, -1)])
+def token_embedding_rejects_bad_input(TokenEmbedding, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    v = between(gen, 2, 500)
+    cases = [
+        (torch.tensor([[1.0, 2.0]]).to(choose(gen, [torch.float32, torch.float64, torch.float16])), TypeError),
+        (torch.tensor([[0, -between(gen, 1, v)]]), ValueError),
+        (torch.tensor([[v + between(gen, 0, 9)]]), ValueError),
+        (torch.tensor([0, 1], dtype=choose(gen, [torch.int16, torch.uint8])), TypeError),
+    ]
+    pads = (v + between(gen, 0, 5), -between(gen, 1, 5))
+    got = (
+        yield [run(_good, TokenEmbedding, v)]
+        + [run(_bad, TokenEmbedding, v, bad) for bad, _ in cases]
+        + [run(_bad, TokenEmbedding, v, pad=pad) for pad in pads]
+    )
+    good = got[0].tensor(f"TokenEmbedding({v}, 4) on ids [{v - 1}, 0]", shape=(2, 4))
+    assert torch.allclose(good, torch.arange(4.0 * v).reshape(v, 4)[[v - 1, 0]] * 2.0), (
+        f"TokenEmbedding({v}, 4) on the ids [{v - 1}, 0] (both in range) is not weight[ids] * 2"
+    )
+    got = got[1:]
     for (bad, error), out in zip(cases, got):
-        out.raises(f"forward({bad!r})", error)
-    for pad, out in zip((10, -1), got[len(cases):]):
-        out.raises(f"TokenEmbedding(10, 4, padding_idx={pad})", ValueError)
+        out.raises(f"TokenEmbedding({v}, 4) on {bad.dtype} ids {bad.tolist()}", error)
+    for pad, out in zip(pads, got[len(cases) :]):
+        out.raises(f"TokenEmbedding({v}, 4, padding_idx={pad})", ValueError)
 
 
 @test("q3", points=1, hidden=True)
-def mean_row_norm_for_several_seeds(mean_row_norm):
-    seeds = (0, 7)
+def mean_row_norm_for_other_seeds(mean_row_norm, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    seeds = (between(gen, 2, 10**6), between(gen, 2, 10**6))
     got = yield [run(mean_row_norm, s) for s in seeds]
-    for seed, out in zip(seeds, got):
-        value = out.number(f"mean_row_norm({seed})")
+    for s, out in zip(seeds, got):
+        value = out.number(f"mean_row_norm({s})")
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.manual_seed(s)
             weight = torch.nn.Embedding(1000, 512).weight.detach().double()
-        assert abs(value - weight.norm(dim=1).mean().item()) <= 0.0051, \
-            f"mean_row_norm({seed}) is off by more than the 2 decimals asked"
+        expected = weight.norm(dim=1).mean().item()
+        assert abs(value - expected) <= 0.0051, (
+            f"mean_row_norm({s}) is {value:.4f}, expected {expected:.2f} to the 2 decimals asked: the seed set "
+            f"inside the function, right before nn.Embedding(1000, 512)?"
+        )

@@ -1,106 +1,149 @@
-"""Hidden tests of exercise 02: the instructor's only (not in a release). Each test gathers the answers' outputs
-before its `yield` (in the sandbox) and compares them with course_embed's reference after it (in the grader)."""
+"""Hidden tests of exercise 02: the instructor's only (not in a release). Each test draws its inputs from the grading
+run's secret `seed` and gathers the answers' outputs before its `yield` (in the sandbox); after it, in the grader,
+it rebuilds the same inputs and compares with course_embed's reference."""
 
 import torch
 
-from course_embed.tools.grading.probe import as_tensor, run, test
+from course_embed.tools.grading.probe import as_tensor, between, choose, run, test
 
-RATIO_CASES = [(init, v, d, scale) for init in ("normal", "xavier_uniform", "scaled_normal")
-               for v, d in [(30522, 768), (50257, 1024), (10, 2), (7, 6)] for scale in (True, False)]
+INITS = ("normal", "xavier_uniform", "scaled_normal")
+
+
+def _ratio_cases(seed):
+    gen = torch.Generator().manual_seed(seed)
+    return [(init, between(gen, 2, 60000), 2 * between(gen, 1, 1024), bool(between(gen, 0, 1)))
+            for init in INITS for _ in range(3)]
 
 
 @test("q1", points=1, hidden=True)
-def ratio_matches_reference(expected_norm_ratio):
-    got = yield [run(expected_norm_ratio, *case) for case in RATIO_CASES]
+def ratio_matches_reference(expected_norm_ratio, *, seed):
+    cases = _ratio_cases(seed)
+    got = yield [run(expected_norm_ratio, *case[:3], scale=case[3]) for case in cases]
     import math
 
     from course_embed.lab.token_embedding import init_std
-    for (init, v, d, scale), out in zip(RATIO_CASES, got):
-        value = out.number(f"expected_norm_ratio({init!r}, {v}, {d}, scale={scale})")
-        expected = init_std(init, v, d) * math.sqrt(d) * (math.sqrt(d) if scale else 1.0) / math.sqrt(d / 2)
-        assert math.isclose(value, expected, rel_tol=1e-6), \
-            f"expected_norm_ratio({init!r}, {v}, {d}, scale={scale}) is wrong (the std of {init}?)"
+
+    for (init, v, d, scale), out in zip(cases, got):
+        label = f"expected_norm_ratio({init!r}, {v}, {d}, scale={scale})"
+        value = out.number(label)
+        std = init_std(init, v, d)
+        expected = std * math.sqrt(d) * (math.sqrt(d) if scale else 1.0) / math.sqrt(d / 2)
+        assert math.isclose(value, expected, rel_tol=1e-6), (
+            f"{label} is {value:.6g}, expected {expected:.6g} = sigma * sqrt(d){' * sqrt(d)' if scale else ''} / "
+            f"sqrt(d / 2) with sigma = {std:.6g} for {init}"
+        )
 
 
 @test("q1", points=1, hidden=True)
-def ratio_predicts_a_measured_table(expected_norm_ratio):
-    inits = ("normal", "xavier_uniform", "scaled_normal")
-    got = yield [run(expected_norm_ratio, init, 4000, 128, scale=True) for init in inits]
+def ratio_predicts_a_measured_table(expected_norm_ratio, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    v, d, data_seed = between(gen, 2000, 5000), 2 * between(gen, 32, 96), between(gen, 0, 2**31)
+    got = yield [run(expected_norm_ratio, init, v, d, scale=True) for init in INITS]
     import course_embed as ce
     from course_embed.lab.token_embedding import row_norms
+
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(5)
-        for init, out in zip(inits, got):
-            value = out.number(f"expected_norm_ratio({init!r}, 4000, 128)")
-            tokens = ce.TokenEmbedding(4000, 128, scale=True, init=init)(torch.arange(4000)).double()
-            pe_norm = row_norms(ce.sinusoidal_table(10, 128)).mean().item()
-            measured = tokens.pow(2).sum(-1).mean().sqrt().item() / pe_norm
-            assert abs(value - measured) < 0.02 * measured, f"{init}: the ratio does not match a measured table"
+        torch.manual_seed(data_seed)
+        for init, out in zip(INITS, got):
+            label = f"expected_norm_ratio({init!r}, {v}, {d})"
+            value = out.number(label)
+            tokens = ce.TokenEmbedding(v, d, scale=True, init=init)(torch.arange(v)).double()
+            measured = tokens.pow(2).sum(-1).mean().sqrt().item() / row_norms(ce.sinusoidal_table(10, d)).mean().item()
+            assert abs(value - measured) < 0.02 * measured, (
+                f"{label} is {value:.4g}, but a table initialised with {init} measures {measured:.4g}"
+            )
 
 
 @test("q1", points=1, hidden=True)
-def ratio_rejects_bad_input(expected_norm_ratio):
-    cases = [("uniform", 100, 64), ("xavier", 100, 64), ("normal", 100, 63)]
-    got = yield [run(expected_norm_ratio, *args) for args in cases]
-    for args, out in zip(cases, got):
+def ratio_rejects_bad_input(expected_norm_ratio, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    v, d = between(gen, 2, 5000), 2 * between(gen, 1, 500)
+    cases = [(choose(gen, ["uniform", "xavier", "Normal", "kaiming"]), v, d), ("normal", v, d + 1)]
+    got = yield [run(expected_norm_ratio, "scaled_normal", v, d)] + [run(expected_norm_ratio, *args) for args in cases]
+    import math
+
+    value = got[0].number(f"expected_norm_ratio('scaled_normal', {v}, {d})")
+    assert math.isclose(value, math.sqrt(2), rel_tol=1e-6), f"expected_norm_ratio('scaled_normal', {v}, {d}) is wrong"
+    for args, out in zip(cases, got[1:]):
         out.raises(f"expected_norm_ratio{args}", ValueError)
 
 
-def _tie_and_train(tie):
-    torch.manual_seed(3)
-    emb, out = torch.nn.Embedding(30, 8), torch.nn.Linear(8, 30, bias=False)
-    start = emb.weight.detach().clone()
-    tie(emb, out)
-    count = len(list(torch.nn.ModuleList([emb, out]).parameters()))
-    ids = torch.tensor([[1, 4, 29], [0, 3, 3]])
-    out(emb(ids)).logsumexp(-1).sum().backward()
-    return {"start": start, "count": count, "grad": emb.weight.grad, "ids": ids}
+def _tie_inputs(seed):
+    gen = torch.Generator().manual_seed(seed)
+    v, d = between(gen, 2, 60), between(gen, 1, 16)
+    table = torch.randn(v, d, generator=gen)
+    ids = torch.randint(0, v, (between(gen, 1, 3), between(gen, 1, 5)), generator=gen)
+    return v, d, table, ids
+
+
+def _tie_and_train(tie, seed):
+    v, d, table, ids = _tie_inputs(seed)
+    emb, out = torch.nn.Embedding(v, d), torch.nn.Linear(d, v, bias=False)
+    with torch.no_grad():
+        emb.weight.copy_(table)
+    tied = tie(emb, out)
+    tied(emb(ids)).logsumexp(-1).sum().backward()
+    return {"grad": emb.weight.grad, "logits": tied(torch.eye(d))}
 
 
 @test("q2", points=0.5, hidden=True)
-def tie_shares_one_table(tie):
-    got = yield run(_tie_and_train, tie)
-    r = got.ok("tie then a training step")
-    assert r["count"] == 1, "one shared table: the model must count one parameter"
-    w = r["start"].data.double().requires_grad_()
-    ids = r["ids"].data
+def tie_shares_one_table(tie, *, seed):
+    got = yield run(_tie_and_train, tie, seed)
+    v, d, table, ids = _tie_inputs(seed)
+    label = f"tie(nn.Embedding({v}, {d}), nn.Linear({d}, {v})) then a training step on ids of shape {tuple(ids.shape)}"
+    r = got.ok(label)
+    w = table.double().requires_grad_()
     (torch.nn.functional.embedding(ids, w) @ w.T).logsumexp(-1).sum().backward()
-    grad = as_tensor(r["grad"], "the embedding's gradient")
-    torch.testing.assert_close(grad.double(), w.grad, rtol=1e-5, atol=1e-6,
-                               msg=lambda m: f"the gradient must flow through both uses of the one table: {m}")
+    logits = as_tensor(r["logits"], "the tied layer's output")
+    assert logits.shape == (d, v) and torch.allclose(logits.double(), table.double().T, atol=1e-6), (
+        f"{label}: the returned layer does not compute with the embedding's table"
+    )
+    assert r["grad"] is not None, f"{label}: no gradient reached the embedding's table"
+    assert torch.allclose(as_tensor(r["grad"], "the embedding's gradient").double(), w.grad, rtol=1e-5, atol=1e-6), (
+        f"{label}: the embedding's gradient is not the sum over both uses of one table (a copy gets only one)"
+    )
 
 
-def _message(tie):
-    try:
-        tie(torch.nn.Embedding(30, 8), torch.nn.Linear(30, 8))
-    except ValueError as err:
-        return str(err)
-    return None
+def _message(tie, v, d):
+    tie(torch.nn.Embedding(v, d), torch.nn.Linear(v, d))
 
 
 @test("q2", points=0.5, hidden=True)
-def tie_error_names_both_shapes(tie):
-    got = yield run(_message, tie)
+def tie_error_names_both_shapes(tie, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    v, d = between(gen, 20, 99), between(gen, 2, 19)
+    got = yield [run(_tie_and_train, tie, seed), run(_message, tie, v, d)]
     import re
-    message = got.ok("tie(nn.Embedding(30, 8), nn.Linear(30, 8))")
-    assert message is not None, "tying a (30, 8) table to nn.Linear(30, 8) (weight (8, 30)) must raise ValueError"
-    assert re.search(r"30\D{1,4}8", message) and re.search(r"8\D{1,4}30", message), \
-        f"the ValueError must name both shapes, (30, 8) and (8, 30): got {message!r}"
+
+    logits = as_tensor(got[0].ok("tie then a training step")["logits"], "the tied layer's output")
+    assert torch.allclose(logits.double(), _tie_inputs(seed)[2].double().T, atol=1e-6), (
+        "the layer tie returns does not compute with the embedding's table"
+    )
+    message = got[1].raises(f"tie(nn.Embedding({v}, {d}), nn.Linear({v}, {d}))", ValueError)
+    assert re.search(rf"{v}\D{{1,4}}{d}", message) and re.search(rf"{d}\D{{1,4}}{v}", message), (
+        f"the ValueError of tie(nn.Embedding({v}, {d}), nn.Linear({v}, {d})) must name both shapes, ({v}, {d}) and "
+        f"({d}, {v}): got {message!r}"
+    )
 
 
 @test("q3", points=1, hidden=True)
-def measured_ratio_for_several_seeds(measured_ratio):
-    seeds = (0, 5)
+def measured_ratio_for_other_seeds(measured_ratio, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    seeds = (between(gen, 2, 10**6), between(gen, 2, 10**6))
     got = yield [run(measured_ratio, s) for s in seeds]
     import math
 
     import course_embed as ce
     from course_embed.lab.token_embedding import row_norms
-    for seed, out in zip(seeds, got):
-        value = out.number(f"measured_ratio({seed})")
+
+    for s, out in zip(seeds, got):
+        value = out.number(f"measured_ratio({s})")
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.manual_seed(s)
             table = torch.nn.Embedding(1000, 512).weight
         pe_norm = row_norms(ce.sinusoidal_table(1000, 512)).mean().item()
         expected = row_norms(table).mean().item() * math.sqrt(512) / pe_norm
-        assert abs(value - expected) <= 0.00051, f"measured_ratio({seed}) is off by more than the 3 decimals asked"
+        assert abs(value - expected) <= 0.00051, (
+            f"measured_ratio({s}) is {value:.4f}, expected {expected:.3f} to the 3 decimals asked (the seed set "
+            f"inside the function, right before nn.Embedding(1000, 512)?)"
+        )

@@ -1,71 +1,99 @@
-"""Hidden tests of exercise 03: the instructor's only (not in a release). Each test gathers the answers' outputs
-before its `yield` (in the sandbox) and compares them with course_embed's reference after it (in the grader)."""
+"""Hidden tests of exercise 03: the instructor's only (not in a release). Each test draws its inputs from the grading
+run's secret `seed` and gathers the answers' outputs before its `yield` (in the sandbox); after it, in the grader,
+it rebuilds the same inputs and compares with course_embed's reference."""
 
 import torch
 
-from course_embed.tools.grading.probe import run, test
-
-Q1_CASES = [(1, 2, 10000.0), (7, 6, 10000.0), (50, 64, 10000.0), (33, 10, 100.0), (0, 8, 10000.0)]
+from course_embed.tools.grading.probe import between, choose, run, test
 
 
-@test("q1", points=1, hidden=True)
-def sinusoidal_matches_reference(sinusoidal):
-    got = yield [run(sinusoidal, *case) for case in Q1_CASES]
-    import course_embed as ce
-    for (length, d, base), out in zip(Q1_CASES, got):
-        table = out.tensor(f"sinusoidal({length}, {d}, {base})", shape=(length, d), dtype=torch.float32)
-        torch.testing.assert_close(table, ce.sinusoidal_table(length, d, base), rtol=0, atol=1e-6,
-                                   msg=lambda m: f"sinusoidal({length}, {d}, {base}) differs from the formula: {m}")
+def _table_cases(seed):
+    gen = torch.Generator().manual_seed(seed)
+    return [(between(gen, 1, 80), 2 * between(gen, 1, 48), choose(gen, [10000.0, 100.0, 500000.0])) for _ in range(4)]
 
 
 @test("q1", points=1, hidden=True)
-def sinusoidal_angles_in_float64(sinusoidal):
-    got = yield run(sinusoidal, 10001, 16)
+def sinusoidal_matches_reference(sinusoidal, *, seed):
+    cases = _table_cases(seed)
+    got = yield [run(sinusoidal, *case) for case in cases]
     import course_embed as ce
-    table = got.tensor("sinusoidal(10001, 16)", shape=(10001, 16), dtype=torch.float32)
-    torch.testing.assert_close(table[9000:], ce.sinusoidal_table(10001, 16)[9000:], rtol=0, atol=2e-6,
-                               msg=lambda m: f"positions 9000-10000 are off (float32 angles?): {m}")
+
+    for (length, d, base), out in zip(cases, got):
+        label = f"sinusoidal({length}, {d}, {base})"
+        table = out.tensor(label, shape=(length, d), dtype=torch.float32)
+        error = (table.double() - ce.sinusoidal_table(length, d, base, dtype=torch.float64)).abs().max().item()
+        assert error < 1e-6, f"{label} is off by up to {error:.1e} from the formula (the base?)"
+
+
+@test("q1", points=1, hidden=True)
+def sinusoidal_angles_in_float64(sinusoidal, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    length, d = between(gen, 9000, 12000), 2 * between(gen, 8, 40)
+    got = yield run(sinusoidal, length, d)
+    import course_embed as ce
+
+    label = f"sinusoidal({length}, {d})"
+    table = got.tensor(label, shape=(length, d), dtype=torch.float32)
+    error = (table[-1000:].double() - ce.sinusoidal_table(length, d, dtype=torch.float64)[-1000:]).abs().max().item()
+    assert error < 2e-6, f"{label}: the last 1000 positions are off by up to {error:.1e} (float32 angles?)"
 
 
 @test("q1", points=0.5, hidden=True)
-def sinusoidal_rejects_odd_width(sinusoidal):
-    got = yield [run(sinusoidal, 10, 63)]
-    got[0].raises("sinusoidal(10, 63)", ValueError)
+def sinusoidal_rejects_odd_width(sinusoidal, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    length, d = between(gen, 1, 50), 2 * between(gen, 1, 50)
+    got = yield [run(sinusoidal, length, d), run(sinusoidal, length, d + 1)]
+    import course_embed as ce
+
+    table = got[0].tensor(f"sinusoidal({length}, {d})", shape=(length, d), dtype=torch.float32)
+    assert torch.allclose(table, ce.sinusoidal_table(length, d), atol=1e-6), f"sinusoidal({length}, {d}) is wrong"
+    got[1].raises(f"sinusoidal({length}, {d + 1})", ValueError)
 
 
-Q2_CASES = [(0, 4, 10000.0), (1, 2, 10000.0), (7, 64, 10000.0), (-5, 10, 10000.0), (2.5, 6, 100.0),
-            (1000, 16, 10000.0)]
+def _rotation_cases(seed):
+    gen = torch.Generator().manual_seed(seed)
+    cases = [(between(gen, -50, 50), 2 * between(gen, 1, 40), 10000.0) for _ in range(3)]
+    return cases + [(between(gen, -400, 400) / 8, 2 * between(gen, 1, 10), choose(gen, [100.0, 10000.0]))]
 
 
 @test("q2", points=1, hidden=True)
-def rotation_matches_reference(rotation):
-    got = yield [run(rotation, *case) for case in Q2_CASES]
+def rotation_matches_reference(rotation, *, seed):
+    cases = _rotation_cases(seed)
+    got = yield [run(rotation, *case) for case in cases]
     import course_embed as ce
-    for (k, d, base), out in zip(Q2_CASES, got):
-        m = out.tensor(f"rotation({k}, {d}, {base})", shape=(d, d), dtype=torch.float64)
-        torch.testing.assert_close(m, ce.offset_rotation(k, d, base), rtol=0, atol=1e-12,
-                                   msg=lambda text: f"rotation({k}, {d}, {base}) is not M_k: {text}")
+
+    for (k, d, base), out in zip(cases, got):
+        label = f"rotation({k}, {d}, {base})"
+        m = out.tensor(label, shape=(d, d), dtype=torch.float64)
+        error = (m - ce.offset_rotation(k, d, base)).abs().max().item()
+        assert error < 1e-12, f"{label} is off from M_k by up to {error:.1e}"
 
 
 @test("q2", points=1, hidden=True)
-def rotation_composes_and_moves_the_table(rotation):
-    got = yield [run(rotation, 4, 12), run(rotation, 9, 12), run(rotation, 13, 12), run(rotation, -4, 12)]
+def rotation_composes_and_moves_the_table(rotation, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    a, b, d = between(gen, 1, 20), between(gen, 1, 20), 2 * between(gen, 2, 12)
+    got = yield [run(rotation, a, d), run(rotation, b, d), run(rotation, a + b, d), run(rotation, -a, d)]
     import course_embed as ce
-    a, b, ab, minus = (o.tensor(f"rotation(k, 12) ({i})", shape=(12, 12), dtype=torch.float64)
-                       for i, o in enumerate(got))
-    pe = ce.sinusoidal_table(30, 12, dtype=torch.float64)
-    assert torch.allclose(pe[:20] @ a.T, pe[4:24], atol=1e-9), "rotation(4, 12) must move PE[p] to PE[p + 4]"
-    torch.testing.assert_close(a @ b, ab, rtol=0, atol=1e-12, msg=lambda m: f"M_4 M_9 must equal M_13: {m}")
-    torch.testing.assert_close(minus, a.T, rtol=0, atol=1e-12, msg=lambda m: f"M_-4 must be M_4 transposed: {m}")
+
+    ma, mb, mab, minus = (
+        o.tensor(f"rotation({k}, {d})", shape=(d, d), dtype=torch.float64) for k, o in zip((a, b, a + b, -a), got)
+    )
+    pe = ce.sinusoidal_table(30 + a, d, dtype=torch.float64)
+    assert torch.allclose(pe[:30] @ ma.T, pe[a : 30 + a], atol=1e-9), f"rotation({a}, {d}) must move PE[p] to PE[p + {a}]"
+    assert torch.allclose(ma @ mb, mab, atol=1e-12), f"rotation({a}, {d}) @ rotation({b}, {d}) must equal M_{a + b}"
+    assert torch.allclose(minus, ma.T, atol=1e-12), f"rotation({-a}, {d}) must be rotation({a}, {d}) transposed"
 
 
 @test("q3", points=1, hidden=True)
-def first_rise_for_several_widths(first_rise):
-    widths = (64, 8, 128)
+def first_rise_for_several_widths(first_rise, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    widths = (2 * between(gen, 2, 16), 2 * between(gen, 17, 40), 2 * between(gen, 41, 128))
     got = yield [run(first_rise, d) for d in widths]
     import course_embed as ce
+
     for d, out in zip(widths, got):
         k = out.number(f"first_rise({d})", int)
-        dots = (table := ce.sinusoidal_table(600, d, dtype=torch.float64)) @ table[0]
-        expected = next(j for j in range(1, 600) if dots[j] > dots[j - 1])
-        assert k == expected, f"first_rise({d}) is not the first offset at which the dot product rises"
+        dots = (table := ce.sinusoidal_table(1000, d, dtype=torch.float64)) @ table[0]
+        expected = next(j for j in range(1, 1000) if dots[j] > dots[j - 1])
+        assert k == expected, f"first_rise({d}) is {k}, expected {expected}: the first k at which the dot product rises"

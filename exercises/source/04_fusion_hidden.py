@@ -1,134 +1,202 @@
-"""Hidden tests of exercise 04: the instructor's only (not in a release). Each test gathers the answers' outputs
-before its `yield` (in the sandbox) and compares them with course_embed's reference after it (in the grader)."""
+"""Hidden tests of exercise 04: the instructor's only (not in a release). Each test draws its inputs from the grading
+run's secret `seed` and gathers the answers' outputs before its `yield` (in the sandbox); after it, in the grader,
+it rebuilds the same inputs and compares with course_embed's reference."""
 
 import torch
 
-from course_embed.tools.grading.probe import as_tensor, run, test
-
-ADD_CASES = [(50, 16, 0, 3, 9, torch.float32), (9, 2, None, 1, 1, torch.float32), (100, 30, 99, 2, 700, torch.float64)]
-OFFSETS = (0, 3, 600)
+from course_embed.tools.grading.probe import as_tensor, between, choose, run, test
 
 
-def _cases(Model, cases, offsets, kwargs_of):
-    gen = torch.Generator().manual_seed(4)
-    found = []
-    for case in cases:
-        v, b, s, dtype = case[0], case[-3], case[-2], case[-1]
-        torch.manual_seed(1)
-        model = Model(*case[:2], **kwargs_of(case)).to(dtype)
-        ids = torch.randint(0, v, (b, s), generator=gen)
-        kept = ids.clone()
-        found.append({"weight": model.token.weight, "pad": model.token.padding_idx, "ids": kept,
-                      "outs": [model(ids, offset) for offset in offsets], "ids_unchanged": torch.equal(ids, kept)})
-    return found
+def _inputs(case):
+    """The known token table and ids of one case (rebuilt on both sides from the case's own seed)."""
+    v, width, pad, b, s, dtype, data_seed = case
+    gen = torch.Generator().manual_seed(data_seed)
+    table = torch.randn(v, width, generator=gen, dtype=dtype)
+    if pad is not None:
+        table[pad] = 0
+    return table, torch.randint(0, v, (b, s), generator=gen)
+
+
+def _add_cases(seed):
+    gen = torch.Generator().manual_seed(seed)
+    cases = []
+    for dtype, s in ((torch.float32, between(gen, 1, 40)), (torch.float64, between(gen, 500, 900))):
+        v, d = between(gen, 2, 300), 2 * between(gen, 1, 24)
+        cases.append((v, d, choose(gen, [None, between(gen, 0, v - 1)]), between(gen, 1, 3), s, dtype,
+                      between(gen, 0, 2**31)))
+    return cases, (0, between(gen, 1, 50), between(gen, 500, 3000))
+
+
+def _fused(Model, case, width, offsets, **kwargs):
+    table, ids = _inputs((case[0], width, *case[2:]))
+    model = Model(case[0], case[1], padding_idx=case[2], **kwargs).to(case[5])
+    with torch.no_grad():
+        model.token.weight.copy_(table)
+    outs = [model(ids, offset) for offset in offsets]
+    outs[0].sum().backward()
+    return {"outs": outs, "grad": model.token.weight.grad}
+
+
+def _reference(case, width, offsets, d_position=None):
+    """The expected outputs at each offset (float64) and the token table's gradient of the first one's sum."""
+    import math
+
+    import course_embed as ce
+
+    v, d, pad, b, s, _, _ = case
+    table, ids = _inputs((v, width, *case[2:]))
+    w = table.double().requires_grad_()
+    tokens = torch.nn.functional.embedding(ids, w, pad) * math.sqrt(width)
+    outs = []
+    for offset in offsets:
+        pe = ce.sinusoidal_table(offset + s, d_position or d, dtype=torch.float64)[offset:]
+        outs.append(torch.cat([tokens, pe.expand(b, -1, -1)], dim=-1) if d_position else tokens + pe)
+    outs[0].sum().backward()
+    return [o.detach() for o in outs], w.grad
+
+
+def _compare(label, r, outs, grad, offsets, dtype):
+    for offset, out, expected in zip(offsets, r["outs"], outs):
+        out = as_tensor(out, f"{label}, offset {offset}")
+        assert out.dtype == dtype, f"{label}, offset {offset}: the output must be {dtype}, got {out.dtype}"
+        assert out.shape == expected.shape, f"{label}, offset {offset}: expected shape {tuple(expected.shape)}"
+        error = (out.double() - expected.double()).abs().max().item() if out.numel() else 0.0
+        tol = 1e-9 if dtype == torch.float64 else 1e-5
+        assert error <= tol, f"{label}, offset {offset}: off by up to {error:.1e} (float64 angles? the offset?)"
+    found = r["grad"] is not None and as_tensor(r["grad"], "token.weight.grad").double()
+    assert found is not False and found.shape == grad.shape and torch.allclose(found, grad, atol=1e-5), (
+        f"{label}: the token table's gradient is wrong (the pad row must get none: padding_idx)"
+    )
 
 
 @test("q1", points=1, hidden=True)
-def add_fusion_matches_reference(AddFusion):
-    got = yield run(_cases, AddFusion, ADD_CASES, OFFSETS, lambda case: {"padding_idx": case[2]})
-    import course_embed as ce
-    for (v, d, pad, b, s, dtype), r in zip(ADD_CASES, got.ok("AddFusion")):
-        label = f"AddFusion({v}, {d}, padding_idx={pad}) on {dtype} ({b}, {s}) ids"
-        assert r["pad"] == pad, f"{label}: pass padding_idx to nn.Embedding"
-        ref = ce.TransformerEmbedding(v, d, "sinusoidal", "add", dropout=0.0, padding_idx=pad).to(dtype)
-        with torch.no_grad():
-            ref.token.weight.copy_(as_tensor(r["weight"], "token.weight"))
-        for offset, out in zip(OFFSETS, r["outs"]):
-            out = as_tensor(out, f"{label}, offset {offset}")
-            assert out.dtype == dtype, f"{label}: the output must be {dtype}"
-            torch.testing.assert_close(out, ref(r["ids"].data, offset), rtol=1e-5, atol=1e-5,
-                                       msg=lambda m: f"{label}, offset {offset}: {m}")
+def add_fusion_matches_reference(AddFusion, *, seed):
+    cases, offsets = _add_cases(seed)
+    got = yield [run(_fused, AddFusion, case, case[1], offsets) for case in cases]
+    for case, out in zip(cases, got):
+        v, d, pad, b, s, dtype, _ = case
+        label = f"AddFusion({v}, {d}, padding_idx={pad}).to({dtype}) on ({b}, {s}) ids"
+        outs, grad = _reference(case, d, offsets)
+        _compare(label, out.ok(label), outs, grad, offsets, dtype)
 
 
-def _unbatched(AddFusion):
-    model = AddFusion(10, 4)
-    errors = []
-    for bad in (torch.tensor([1, 2, 3]), torch.zeros(2, 3, 1, dtype=torch.long)):
-        try:
-            model(bad)
-            errors.append("")
-        except Exception as err:
-            errors.append(type(err).__name__)
-    return errors
+def _bad_ids(AddFusion, v, d, shape):
+    return AddFusion(v, d)(torch.zeros(shape, dtype=torch.long))
 
 
 @test("q1", points=1, hidden=True)
-def add_fusion_rejects_unbatched_ids(AddFusion):
-    got = yield run(_unbatched, AddFusion)
-    for shape, error in zip(((3,), (2, 3, 1)), got.ok("AddFusion(10, 4)")):
-        assert error == "ValueError", f"ids of shape {shape} must raise ValueError, got {error or 'no error'}"
+def add_fusion_rejects_unbatched_ids(AddFusion, *, seed):
+    cases, offsets = _add_cases(seed)
+    gen = torch.Generator().manual_seed(seed)
+    v, d = between(gen, 2, 50), 2 * between(gen, 1, 8)
+    shapes = [(between(gen, 1, 9),), (2, between(gen, 1, 5), 1)]
+    got = yield [run(_fused, AddFusion, cases[0], cases[0][1], offsets)] + [
+        run(_bad_ids, AddFusion, v, d, shape) for shape in shapes
+    ]
+    v0, d0, pad, b, s, dtype, _ = cases[0]
+    label = f"AddFusion({v0}, {d0}, padding_idx={pad}) on ({b}, {s}) ids"
+    _compare(label, got[0].ok(label), *_reference(cases[0], d0, offsets), offsets, dtype)
+    for shape, out in zip(shapes, got[1:]):
+        out.raises(f"AddFusion({v}, {d}) on ids of shape {shape}", ValueError)
 
 
-CONCAT_CASES = [(40, 16, None, 0, 2, 5, torch.float32), (40, 10, 2, None, 3, 4, torch.float32),
-                (7, 12, 10, 6, 1, 600, torch.float32)]
+def _concat_cases(seed):
+    gen = torch.Generator().manual_seed(seed)
+    cases = []
+    for _ in range(3):
+        v, d = between(gen, 2, 80), 4 * between(gen, 1, 8)  # d // 2, the default d_position, is even
+        dp = choose(gen, [None, 2 * between(gen, 1, d // 2 - 1)])
+        case = (v, d, choose(gen, [None, between(gen, 0, v - 1)]), between(gen, 1, 3), between(gen, 1, 600),
+                torch.float32, between(gen, 0, 2**31))
+        cases.append((case, dp))
+    return cases, (0, between(gen, 1, 900))
 
 
 @test("q2", points=1, hidden=True)
-def concat_fusion_matches_reference(ConcatFusion):
-    got = yield run(_cases, ConcatFusion, CONCAT_CASES, (0, 17),
-                    lambda case: {"d_position": case[2], "padding_idx": case[3]})
-    import course_embed as ce
-    for (v, d, dp, pad, b, s, dtype), r in zip(CONCAT_CASES, got.ok("ConcatFusion")):
-        label = f"ConcatFusion({v}, {d}, d_position={dp}, padding_idx={pad})"
-        ref = ce.TransformerEmbedding(v, d, "sinusoidal", "concat", dropout=0.0, padding_idx=pad, d_position=dp)
-        weight = as_tensor(r["weight"], "token.weight")
-        shape = tuple(ref.token.weight.shape)
-        assert tuple(weight.shape) == shape, f"{label}: the token table must be {shape}"
-        with torch.no_grad():
-            ref.token.weight.copy_(weight)
-        for offset, out in zip((0, 17), r["outs"]):
-            torch.testing.assert_close(as_tensor(out, label), ref(r["ids"].data, offset), rtol=1e-5, atol=1e-5,
-                                       msg=lambda m: f"{label}, offset {offset}: {m}")
+def concat_fusion_matches_reference(ConcatFusion, *, seed):
+    cases, offsets = _concat_cases(seed)
+    got = yield [
+        run(_fused, ConcatFusion, case, case[1] - (dp or case[1] // 2), offsets, d_position=dp) for case, dp in cases
+    ]
+    for (case, dp), out in zip(cases, got):
+        v, d, pad, b, s, dtype, _ = case
+        label = f"ConcatFusion({v}, {d}, d_position={dp}, padding_idx={pad}) on ({b}, {s}) ids"
+        outs, grad = _reference(case, d - (dp or d // 2), offsets, d_position=dp or d // 2)
+        _compare(label, out.ok(label), outs, grad, offsets, dtype)
 
 
 @test("q2", points=1, hidden=True)
-def concat_fusion_rejects_bad_widths(ConcatFusion):
-    widths = (0, 16, -2, 3)
-    got = yield [run(ConcatFusion, 10, 16, d_position=dp) for dp in widths]
-    for dp, out in zip(widths, got):
-        out.raises(f"ConcatFusion(10, 16, d_position={dp})", ValueError)
+def concat_fusion_rejects_bad_widths(ConcatFusion, *, seed):
+    cases, offsets = _concat_cases(seed)
+    gen = torch.Generator().manual_seed(seed)
+    d = 2 * between(gen, 2, 20)
+    widths = (d, -2 * between(gen, 1, 4), 2 * between(gen, 1, d // 2 - 1) + 1, d + 2)
+    (case, dp) = cases[0]
+    got = yield [run(_fused, ConcatFusion, case, case[1] - (dp or case[1] // 2), offsets, d_position=dp)] + [
+        run(ConcatFusion, 10, d, d_position=w) for w in widths
+    ]
+    label = f"ConcatFusion({case[0]}, {case[1]}, d_position={dp})"
+    outs, grad = _reference(case, case[1] - (dp or case[1] // 2), offsets, d_position=dp or case[1] // 2)
+    _compare(label, got[0].ok(label), outs, grad, offsets, case[5])
+    for w, out in zip(widths, got[1:]):
+        out.raises(f"ConcatFusion(10, {d}, d_position={w})", ValueError)
 
 
-def _attention(key_padding_mask):
-    gen = torch.Generator().manual_seed(6)
-    ids = torch.randint(1, 30, (4, 9), generator=gen)
-    ids[0, 6:], ids[2, 3:], ids[3, 8] = 0, 0, 0
-    kept = ids.clone()
-    return {"ids": kept, "mask32": key_padding_mask(ids.int(), 0), "mask": key_padding_mask(ids, 0),
-            "unchanged": torch.equal(ids, kept)}
+def _mask_ids(seed):
+    gen = torch.Generator().manual_seed(seed)
+    pad = between(gen, 0, 3)
+    ids = torch.randint(4, 30, (between(gen, 1, 5), between(gen, 2, 12)), generator=gen)
+    ids[torch.rand(ids.shape, generator=gen) < 0.3] = pad
+    return ids, pad
+
+
+def _mask(key_padding_mask, seed, dtype):
+    ids, pad = _mask_ids(seed)
+    ids = ids.to(dtype)
+    mask = key_padding_mask(ids, pad)
+    return {"mask": mask, "ids_after": ids}
 
 
 @test("q3", points=1, hidden=True)
-def mask_hides_pads_from_attention(key_padding_mask):
-    got = yield [run(_attention, key_padding_mask), run(key_padding_mask, torch.zeros(2, 3), 0)]
-    r = got[0].ok("key_padding_mask")
-    assert r["unchanged"], "key_padding_mask must not modify ids"
-    ids = r["ids"].data
-    for key in ("mask", "mask32"):
-        mask = as_tensor(r[key], "key_padding_mask(ids, 0)")
-        assert mask.dtype == torch.bool and torch.equal(mask, ids == 0), f"wrong mask for {key[4:] or 'int64'} ids"
-    gen = torch.Generator().manual_seed(6)
+def mask_hides_pads_from_attention(key_padding_mask, *, seed):
+    got = yield [run(_mask, key_padding_mask, seed, torch.int64), run(_mask, key_padding_mask, seed, torch.int32),
+                 run(key_padding_mask, torch.zeros(2, 3, dtype=torch.float64), 0)]
+    ids, pad = _mask_ids(seed)
+    for out, dtype in zip(got, (torch.int64, torch.int32)):
+        label = f"key_padding_mask({dtype} ids of shape {tuple(ids.shape)}, {pad})"
+        r = out.ok(label)
+        mask = as_tensor(r["mask"], label)
+        assert mask.dtype == torch.bool and torch.equal(mask, ids == pad), f"{label} is not True exactly at the pads"
+        assert torch.equal(as_tensor(r["ids_after"], "ids").long(), ids), f"{label} changed ids: leave them unchanged"
+    gen = torch.Generator().manual_seed(seed)
     attn = torch.nn.MultiheadAttention(12, 3, batch_first=True)
-    x = torch.randn(4, 9, 12, generator=gen)
+    x = torch.randn(*ids.shape, 12, generator=gen)
     y = x.clone()
-    y[ids == 0] = torch.randn(int((ids == 0).sum()), 12, generator=gen)
-    mask = as_tensor(r["mask"], "mask")
-    out_x, _ = attn(x, x, x, key_padding_mask=mask)
-    out_y, _ = attn(y, y, y, key_padding_mask=mask)
-    torch.testing.assert_close(out_x[ids != 0], out_y[ids != 0], rtol=1e-5, atol=1e-6)
-    got[1].raises("key_padding_mask(float ids, 0)", TypeError)
+    y[ids == pad] = torch.randn(int((ids == pad).sum()), 12, generator=gen)
+    keep = (ids != pad).any(dim=1)  # a row of pads only has no key to attend to
+    mask = as_tensor(got[0].ok("key_padding_mask")["mask"], "mask")[keep]
+    out_x, _ = attn(x[keep], x[keep], x[keep], key_padding_mask=mask)
+    out_y, _ = attn(y[keep], y[keep], y[keep], key_padding_mask=mask)
+    real = ids[keep] != pad
+    assert torch.allclose(out_x[real], out_y[real], atol=1e-6), "with the mask, attention must not see the pads"
+    got[2].raises("key_padding_mask(float ids, 0)", TypeError)
 
 
 @test("q4", points=1, hidden=True)
-def mean_abs_cos_for_several_seeds(mean_abs_cos):
-    seeds = (0, 3)
+def mean_abs_cos_for_other_seeds(mean_abs_cos, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    seeds = (between(gen, 2, 10**6), between(gen, 2, 10**6))
     got = yield [run(mean_abs_cos, s) for s in seeds]
     import course_embed as ce
-    for seed, out in zip(seeds, got):
-        value = out.number(f"mean_abs_cos({seed})")
+
+    for s, out in zip(seeds, got):
+        value = out.number(f"mean_abs_cos({s})")
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.manual_seed(s)
             tokens = torch.nn.Embedding(1000, 512).weight.detach()[:100].double()
         positions = ce.sinusoidal_table(100, 512, dtype=torch.float64)
         expected = torch.nn.functional.cosine_similarity(tokens, positions, dim=-1).abs().mean().item()
-        assert abs(value - expected) <= 0.000051, f"mean_abs_cos({seed}) is off by more than the 4 decimals asked"
+        assert abs(value - expected) <= 0.000051, (
+            f"mean_abs_cos({s}) is {value:.5f}, expected {expected:.4f} to the 4 decimals asked (the seed set inside "
+            f"the function?)"
+        )

@@ -7,12 +7,16 @@ import shutil
 
 import nbformat
 import pytest
+import torch
 import yaml
 
 from course_embed.tools.cli import main
 from course_embed.tools.grading import ANSWER_TAG, load_suite, probe
 
 from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, solution_answers
+
+SEED = 20260101  # a grading run's secret, fixed here
+
 
 #: Each exercise's measurement question and the function that measures (graded by running it).
 MEASUREMENTS = {
@@ -116,9 +120,9 @@ WRONG = [
 def test_plausible_wrong_answers_fail_a_hidden_test(built_exercises, name, question, label):
     tests = [t for t in load_suite(ROOT / "exercises", name).tests if t.question == question]
     solved = _solved(built_exercises[name])
-    assert [probe.check(t, probe.gather(t, solved)) for t in tests] == [(True, "")] * len(tests)
+    assert [probe.check(t, probe.gather(t, solved, SEED), SEED) for t in tests] == [(True, "")] * len(tests)
     wrong = _solved(built_exercises[name], WRONG_ANSWERS[name][question][label])
-    failed = [t.name for t in tests if t.hidden and not probe.check(t, probe.gather(t, wrong))[0]]
+    failed = [t.name for t in tests if t.hidden and not probe.check(t, probe.gather(t, wrong, SEED), SEED)[0]]
     assert failed, f"{name} {question}: the wrong answer '{label}' passes every hidden test"
 
 
@@ -147,3 +151,585 @@ def test_site_pages_list_every_exercise_and_the_book_does_not_run_them():
     assert not any(f.startswith("exercises/") for f in files)
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'norecursedirs = \[[^\]]*"exercises"', pyproject), "nbval must not collect the exercises"
+
+
+# --- public feedback for the mistakes learners make, and credit only for real answers ----------------------------
+
+
+def _source_namespace(name: str, extra: str = "") -> dict:
+    """The namespace of exercise ``name`` run from its source: the solutions, without the test and config cells,
+    ``extra`` last."""
+    nb = nbformat.read(ROOT / "exercises" / "source" / f"{name}.ipynb", as_version=4)
+    cells, in_tests = [], False
+    for cell in nb.cells:
+        text = cell.source.strip()
+        if cell.cell_type == "raw":
+            in_tests = {"# BEGIN TESTS": True, "# END TESTS": False}.get(text, in_tests)
+            continue
+        if cell.cell_type == "code" and not in_tests:
+            cells.append(cell.source)
+    namespace = {}
+    exec("\n\n".join([*cells, extra]), namespace)
+    return namespace
+
+
+#: Mistakes learners make and the public feedback each must get: code run after the solutions (replacing one
+#: answer), and a piece of the one sentence the question's public check must show.
+PUBLIC_MISTAKES = {
+    "01_token_embedding": {
+        "q1": {
+            "std 1/d (N(0, 1/d) read as the std)": (
+                "def init_embedding_(weight, padding_idx=None):\n"
+                "    with torch.no_grad():\n"
+                "        weight.normal_(0.0, 1 / weight.shape[1])\n"
+                "        if padding_idx is not None:\n"
+                "            weight[padding_idx].zero_()\n"
+                "    return weight",
+                "the rows' std is 0.0156, expected d_model ** -0.5 = 0.1250",
+            ),
+            "uniform samples with the right std": (
+                "def init_embedding_(weight, padding_idx=None):\n"
+                "    a = 3 ** 0.5 * weight.shape[1] ** -0.5\n"
+                "    with torch.no_grad():\n"
+                "        weight.uniform_(-a, a)\n"
+                "        if padding_idx is not None:\n"
+                "            weight[padding_idx].zero_()\n"
+                "    return weight",
+                "of the samples lie within one std, a normal has 0.683: sample N(0, 1/d) with normal_",
+            ),
+            "a new tensor instead of in place": (
+                "def init_embedding_(weight, padding_idx=None):\n"
+                "    return torch.randn_like(weight) * weight.shape[1] ** -0.5",
+                "left the Parameter unchanged: fill `weight` itself, in place",
+            ),
+        },
+        "q2": {
+            "plain indexing: the pad row gets a gradient": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def forward(self, ids):\n"
+                "        super().forward(ids)\n"
+                "        return self.weight[ids] * math.sqrt(self.weight.shape[1])",
+                "row 0 (the pad) received a gradient: pass padding_idx to F.embedding",
+            ),
+            "TypeError only, ranges left to F.embedding": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def forward(self, ids):\n"
+                "        if ids.dtype not in (torch.int64, torch.int32):\n"
+                "            raise TypeError('ids must be integers')\n"
+                "        return F.embedding(ids, self.weight, self.padding_idx) * math.sqrt(self.weight.shape[1])",
+                "TokenEmbedding(10, 4)([[3, -1]]) (a negative id: plain indexing would wrap -1 to the last row) "
+                "raised IndexError",
+            ),
+            "no constructor check for padding_idx": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def __init__(self, vocab_size, d_model, padding_idx=None):\n"
+                "        nn.Module.__init__(self)\n"
+                "        self.padding_idx = padding_idx\n"
+                "        self.weight = nn.Parameter(torch.empty(vocab_size, d_model))\n"
+                "        init_embedding_(self.weight, padding_idx)",
+                "TokenEmbedding(10, 4, padding_idx=10) (a pad id outside [0, vocab_size): check it in __init__) "
+                "raised IndexError",
+            ),
+            "one table shared by every module": (
+                "_TABLE = nn.Parameter(torch.zeros(10, 8))\n"
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def __init__(self, vocab_size, d_model, padding_idx=None):\n"
+                "        super().__init__(vocab_size, d_model, padding_idx)\n"
+                "        if (vocab_size, d_model) == (10, 8):\n"
+                "            self.weight = _TABLE",
+                "two TokenEmbedding(10, 8) modules share one table",
+            ),
+        },
+        "q3": {
+            "the default init read as N(0, 1/d)": (
+                "def mean_row_norm(seed):\n"
+                "    torch.manual_seed(seed)\n"
+                "    return (torch.randn(1000, 512) / 512 ** 0.5).norm(dim=1).mean().item()",
+                "mean_row_norm(1) is 1.0008, expected 22.65 to 2 decimals",
+            ),
+        },
+    },
+    "02_scaling": {
+        "q1": {
+            "Xavier's sigma taken as a (the /sqrt(3) forgotten)": (
+                "_solved = expected_norm_ratio\n"
+                "def expected_norm_ratio(init, vocab_size, d_model, scale=True):\n"
+                "    ratio = _solved(init, vocab_size, d_model, scale)\n"
+                "    return ratio * math.sqrt(3) if init == 'xavier_uniform' else ratio",
+                "U(-a, a) has sigma = a / sqrt(3), not a",
+            ),
+            "a PE row's norm taken as sqrt(d)": (
+                "_solved = expected_norm_ratio\n"
+                "def expected_norm_ratio(init, vocab_size, d_model, scale=True):\n"
+                "    return _solved(init, vocab_size, d_model, scale) / math.sqrt(2)",
+                "a PE row's norm is sqrt(d / 2) (d / 2 pairs with sin^2 + cos^2 = 1)",
+            ),
+        },
+        "q2": {
+            "the values copied, as chapter 1's control does": (
+                "def tie(embedding, output):\n"
+                "    if output.weight.shape != embedding.weight.shape:\n"
+                "        raise ValueError(f'{tuple(output.weight.shape)} != {tuple(embedding.weight.shape)}')\n"
+                "    with torch.no_grad():\n"
+                "        output.weight.copy_(embedding.weight)\n"
+                "    return output",
+                "it holds a copy; assign the Parameter itself (output.weight = embedding.weight)",
+            ),
+            "no check of the shapes": (
+                "def tie(embedding, output):\n    output.weight = embedding.weight\n    return output",
+                "tie(nn.Embedding(11, 4), nn.Linear(11, 4)) (weight (4, 11): the wrong way round) must raise "
+                "ValueError, but it returned",
+            ),
+            "an error that names no shape": (
+                "def tie(embedding, output):\n"
+                "    if output.weight.shape != embedding.weight.shape:\n"
+                "        raise ValueError('the shapes differ')\n"
+                "    output.weight = embedding.weight\n"
+                "    return output",
+                "must name both shapes, (11, 4) and (4, 11): got 'the shapes differ'",
+            ),
+        },
+        "q3": {
+            "the package's table, as chapter 2's cells do": (
+                "def measured_ratio(seed):\n"
+                "    torch.manual_seed(seed)\n"
+                "    table = nn.Embedding(1000, 512).weight.detach() * math.sqrt(512)\n"
+                "    return (table.norm(dim=1).mean() / ce.sinusoidal_table(1000, 512).norm(dim=1).mean()).item()",
+                "measured_ratio(1): it calls course_embed's sinusoidal.sinusoidal_table",
+            ),
+        },
+    },
+    "03_sinusoidal": {
+        "q1": {
+            "the tutorial table (d2l, the Annotated Transformer): float32 angles": (
+                "def sinusoidal(length, d_model, base=10000.0):\n"
+                "    if d_model % 2:\n"
+                "        raise ValueError('odd d_model')\n"
+                "    position = torch.arange(length).unsqueeze(1)\n"
+                "    div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(base) / d_model))\n"
+                "    pe = torch.zeros(length, d_model)\n"
+                "    pe[:, 0::2] = torch.sin(position * div_term)\n"
+                "    pe[:, 1::2] = torch.cos(position * div_term)\n"
+                "    return pe",
+                "sinusoidal(10001, 64)[10000] is off by 2.4e-04 (a float32 table rounds by about 6e-8): compute "
+                "positions, omega and the angles in float64",
+            ),
+            "[sin | cos] halves": (
+                "_solved = sinusoidal\n"
+                "def sinusoidal(length, d_model, base=10000.0):\n"
+                "    table = _solved(length, d_model, base)\n"
+                "    return torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)",
+                "holds the sines in columns 0-1 and the cosines in 2-3 ([sin | cos] halves): interleave them",
+            ),
+        },
+        "q2": {
+            "the textbook rotation [[c, -s], [s, c]]": (
+                "_solved = rotation\ndef rotation(k, d_model, base=10000.0):\n    return _solved(k, d_model, base).T",
+                "rotation(3, 8) @ PE[0] must equal PE[3], and its transpose does",
+            ),
+        },
+        "q3": {
+            "the index of the difference, one short": (
+                "def first_rise(d_model):\n"
+                "    table = sinusoidal(1000, d_model).double()\n"
+                "    return int(torch.nonzero((table @ table[0]).diff() > 0)[0])",
+                "first_rise(16) is 3, expected 4",
+            ),
+        },
+    },
+    "04_fusion": {
+        "q1": {
+            "float32 angles": (
+                "def sinusoidal_rows(start, length, d_model, base=10000.0):\n"
+                "    positions = torch.arange(start, start + length, dtype=torch.float32)[:, None]\n"
+                "    angles = positions * base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)\n"
+                "    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).double()",
+                "PE rows 600 and 1299 are off by",
+            ),
+            "the offset ignored": (
+                "_Solved = AddFusion\n"
+                "class AddFusion(_Solved):\n"
+                "    def forward(self, ids, offset=0):\n"
+                "        return super().forward(ids, 0)",
+                "tokens 0 and 699 must get PE rows 600 and 1299 (PE[offset : offset + seq], any length;",
+            ),
+        },
+        "q3": {
+            "True = attend (the SDPA convention)": (
+                "def key_padding_mask(ids, padding_idx):\n"
+                "    if ids.dtype not in (torch.int64, torch.int32):\n"
+                "        raise TypeError('ids must be integers')\n"
+                "    return ids != padding_idx",
+                "is True at the real tokens: nn.MultiheadAttention's key_padding_mask means True = ignore this key",
+            ),
+        },
+    },
+    "05_rope_alibi": {
+        "q1": {
+            "the rotate-half layout (pairs i and i + d / 2)": (
+                "def rope(x, offset=0, base=10000.0):\n"
+                "    if x.dim() != 4 or x.shape[-1] % 2:\n"
+                "        raise ValueError('bad shape')\n"
+                "    seq, d = x.shape[-2], x.shape[-1]\n"
+                "    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+                "    angles = torch.arange(offset, offset + seq, dtype=torch.float64)[:, None] * theta\n"
+                "    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)\n"
+                "    x1, x2 = x[..., : d // 2], x[..., d // 2 :]\n"
+                "    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)",
+                "that is the rotate-half layout (pairs i and i + head_dim / 2); here pair i is dimensions 2i and "
+                "2i + 1",
+            ),
+            "float32 angles": (
+                "_solved = rope\n"
+                "def rope(x, offset=0, base=10000.0):\n"
+                "    seq, d = x.shape[-2], x.shape[-1]\n"
+                "    out = _solved(x, offset, base)\n"
+                "    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)\n"
+                "    angles = (torch.arange(offset, offset + seq, dtype=torch.float32)[:, None] * theta).double()\n"
+                "    x1, x2 = x[..., 0::2], x[..., 1::2]\n"
+                "    out[..., 0::2] = x1 * angles.cos().to(x.dtype) - x2 * angles.sin().to(x.dtype)\n"
+                "    out[..., 1::2] = x1 * angles.sin().to(x.dtype) + x2 * angles.cos().to(x.dtype)\n"
+                "    return out",
+                "rope(x, offset=3000) in float64 is off by",
+            ),
+        },
+        "q2": {
+            "the power-of-two formula for any n": (
+                "def alibi_slopes(num_heads):\n"
+                "    if num_heads < 1:\n"
+                "        raise ValueError('num_heads')\n"
+                "    return torch.tensor([2.0 ** (-8.0 * (i + 1) / num_heads) for i in range(num_heads)])",
+                "alibi_slopes(6) must be the 4 slopes for 4 heads (1/4, 1/16, 1/64, 1/256), then the 1st and 3rd",
+            ),
+        },
+    },
+    "06_optimization": {
+        "q1": {
+            "the textbook expression (3 allocations)": (
+                "def lookup_add(ids, weight, pe, scale, padding_idx=None):\n"
+                "    return F.embedding(ids, weight, padding_idx) * scale + pe",
+                "made 3 new (batch, seq, d) tensors (aten.embedding.default, aten.mul.Tensor, aten.add.Tensor); "
+                "expected 1",
+            ),
+            "the table scaled in place": (
+                "def lookup_add(ids, weight, pe, scale, padding_idx=None):\n"
+                "    with torch.no_grad():\n"
+                "        weight.mul_(scale)\n"
+                "    return F.embedding(ids, weight, padding_idx).add_(pe)",
+                "changed weight: only the lookup's own output may change in place",
+            ),
+            "chapter 6's out= line under autograd": (
+                "def lookup_add(ids, weight, pe, scale, padding_idx=None):\n"
+                "    out = F.embedding(ids, weight, padding_idx)\n"
+                "    return torch.add(pe, out, alpha=scale, out=out)",
+                "raised RuntimeError: add(): functions with out=... arguments don't support automatic differentiation",
+            ),
+        },
+        "q2": {
+            "the pad row stored as a zero row": (
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    rows = ids.reshape(-1).long()\n"
+                "    values = grad_out.reshape(-1, grad_out.shape[-1]).clone()\n"
+                "    if padding_idx is not None:\n"
+                "        values[rows == padding_idx] = 0\n"
+                "    if ids.dtype not in (torch.int64, torch.int32):\n"
+                "        raise TypeError('ids')\n"
+                "    if ids.min() < 0 or ids.max() >= vocab_size:\n"
+                "        raise ValueError('ids')\n"
+                "    return torch.sparse_coo_tensor(rows[None], values, (vocab_size, grad_out.shape[-1])).coalesce()",
+                "stores the pad row 0 (a stored zero row): leave padding_idx's entries out",
+            ),
+            "the dense gradient, then .to_sparse() (one entry per number)": (
+                "_solved = sparse_embedding_grad\n"
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    return _solved(ids, grad_out, vocab_size, padding_idx).to_dense().to_sparse()",
+                "stores single numbers (2 indices per entry): store rows, one index per row, i.e. indices of shape "
+                "(1, nnz) and values of shape (nnz, d)",
+            ),
+            "not coalesced": (
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    if ids.dtype not in (torch.int64, torch.int32):\n"
+                "        raise TypeError('ids')\n"
+                "    if ids.min() < 0 or ids.max() >= vocab_size:\n"
+                "        raise ValueError('ids')\n"
+                "    rows = ids.reshape(-1).long()\n"
+                "    values = grad_out.reshape(-1, grad_out.shape[-1])\n"
+                "    keep = rows != padding_idx\n"
+                "    return torch.sparse_coo_tensor(rows[keep][None], values[keep], (vocab_size, values.shape[-1]))",
+                "is not coalesced (rows [1, 3, 1]): call .coalesce(), one entry per row",
+            ),
+        },
+        "q4": {
+            "GiB/s for GB/s": (
+                "_solved = time_bound\n"
+                "def time_bound(b, s, d, itemsize, staircase, peak):\n"
+                "    seconds, roof = _solved(b, s, d, itemsize, staircase, peak)\n"
+                "    return seconds * 1e9 / 2**30, roof",
+                "(and 1 GB/s is 1e9 bytes per second)",
+            ),
+        },
+    },
+}
+
+MISTAKES = [
+    (name, q, label)
+    for name, by_question in PUBLIC_MISTAKES.items()
+    for q, wrong in by_question.items()
+    for label in wrong
+]
+
+
+@pytest.mark.parametrize("name, question, label", MISTAKES, ids=[f"{n[:2]}-{q}-{label}" for n, q, label in MISTAKES])
+def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says_why(name, question, label):
+    code, expected = PUBLIC_MISTAKES[name][question][label]
+    tests = [t for t in load_suite(ROOT / "exercises", name).tests if t.question == question]
+    answers = {a for t in tests for a in t.answers}
+    solved = _source_namespace(name)
+    probe.check_public(name, question, **{a: solved[a] for a in answers})  # the solution passes
+    wrong = _source_namespace(name, code)
+    with pytest.raises(probe.Feedback) as failed:
+        probe.check_public(name, question, **{a: wrong[a] for a in answers})
+    assert expected in str(failed.value), str(failed.value)
+    lines = str(failed.value).split("\n")
+    assert all(lines), "one sentence per failed test"
+    if "halves" in label or "rotate-half" in label:  # a layout bug is not blamed on the angles' precision
+        assert not any("float64" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_solutions_pass_every_test(name):
+    suite, solved = load_suite(ROOT / "exercises", name), _source_namespace(name)
+    for seed in (SEED, SEED + 1):
+        failed = {
+            t.name: m for t in suite.tests for ok, m in [probe.check(t, probe.gather(t, solved, seed), seed)] if not ok
+        }
+        assert not failed, f"{name}: the solution fails {failed}"
+
+
+class _EchoModule(torch.nn.Module):
+    """An answer that implements nothing: a module with a zero table whose forward returns its input."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        sizes = [a for a in args if isinstance(a, int) and not isinstance(a, bool)][:2]
+        self.weight = torch.nn.Parameter(torch.zeros(*sizes) if len(sizes) == 2 else torch.zeros(1, 1))
+        self.token = self
+
+    def forward(self, x, *args, **kwargs):
+        return x
+
+
+def _echo(*args, **kwargs):
+    """An answer function that implements nothing: it returns the first tensor it was sent (else its first
+    argument)."""
+    return next((a for a in args if isinstance(a, torch.Tensor)), args[0] if args else None)
+
+
+def _forge(data, how: str):
+    """What a cell that replaced ``probe.gather`` could write instead of the real outcome: ``flags`` every bool
+    True, ``zeros`` every tensor and number zero (the shapes the question states), ``ValueError``/``TypeError``
+    every call raising it."""
+    if isinstance(data, list):
+        return [_forge(v, how) for v in data]
+    if isinstance(data, bool) and how in ("flags", "zeros"):
+        return True
+    if isinstance(data, (int, float)) and how == "zeros":
+        return type(data)(0)
+    if not isinstance(data, dict):
+        return data
+    if data.get("__outcome__") and how in ("ValueError", "TypeError"):
+        return {"__outcome__": True, "raised": how, "message": "forged"}
+    if data.get("__tensor__") and how == "zeros" and "data" in data:
+        return {**data, "data": torch.zeros_like(data["data"])}
+    return {k: _forge(v, how) for k, v in data.items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_forged_outcomes_without_an_answer_score_nothing(name):
+    """Every answer left ``...``; the cell replacing the gathering sends what an answer that echoes its inputs
+    produces (as is, or with every flag True, or every call raising the error a test may expect), or outcomes of the
+    right structure and shapes with every tensor zero and every flag True."""
+    suite = load_suite(ROOT / "exercises", name)
+    solved = _source_namespace(name)
+    echo = {a: _EchoModule if isinstance(solved[a], type) else _echo for t in suite.tests for a in t.answers}
+    scored = {}
+    for spec in suite.tests:
+        echoed, shaped = probe.gather(spec, echo, SEED), probe.gather(spec, solved, SEED)
+        forged = {how: _forge(echoed, how) for how in ("flags", "ValueError", "TypeError")}
+        for how, outcome in {"echo": echoed, **forged, "zeros": _forge(shaped, "zeros")}.items():
+            if probe.check(spec, outcome, SEED)[0]:
+                scored.setdefault(how, []).append(f"{spec.question} {spec.name}")
+    assert not scored, f"{name}: forged outcomes earn credit: {scored}"
+
+
+def _recorded(answer, table: dict):
+    """``answer`` wrapped to record each output by its inputs (a learner collecting one grading run's inputs)."""
+
+    def key(args, kwargs):
+        return repr([(a.dtype, a.shape, a.tolist()) if isinstance(a, torch.Tensor) else a for a in args]) + repr(
+            sorted(kwargs.items())
+        )
+
+    def record(*args, **kwargs):
+        table[key(args, kwargs)] = answer(*args, **kwargs)
+        return table[key(args, kwargs)]
+
+    def replay(*args, **kwargs):
+        return table[key(args, kwargs)]
+
+    return record, replay
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_table_of_one_runs_hidden_inputs_scores_nothing_in_the_next(name):
+    """The answers' outputs for one grading run's hidden inputs, replayed in another run (answer functions; the
+    modules' inputs are drawn the same way)."""
+    suite = load_suite(ROOT / "exercises", name)
+    solved = _source_namespace(name)
+    hidden = [t for t in suite.tests if t.hidden]
+    assert all(t.seeded for t in hidden), f"{name}: every hidden test draws its inputs from the run's seed"
+    functions = [t for t in hidden if not any(isinstance(solved[a], type) for a in t.answers)]
+    replayable = 0
+    for spec in functions:
+        tables = {a: {} for a in spec.answers}
+        recorders = {a: _recorded(solved[a], tables[a]) for a in spec.answers}
+        first = probe.gather(spec, {**solved, **{a: r[0] for a, r in recorders.items()}}, SEED)
+        assert probe.check(spec, first, SEED) == (True, ""), spec.name
+        replayed = {**solved, **{a: r[1] for a, r in recorders.items()}}
+        replayable += probe.check(spec, probe.gather(spec, replayed, SEED), SEED)[0]  # in the same run it works
+        assert not probe.check(spec, probe.gather(spec, replayed, SEED + 1), SEED + 1)[0], (
+            f"{name}: {spec.name} passes with a table of another run's inputs"
+        )
+    assert replayable, f"{name}: no hidden test of an answer function replays (the tables recorded nothing?)"
+
+
+#: What a public check's code may call after its yield: comparisons with stored values, nothing that computes one.
+_COMPUTES = {
+    "sin",
+    "cos",
+    "exp",
+    "log",
+    "pow",
+    "polar",
+    "arange",
+    "linspace",
+    "randn",
+    "rand",
+    "randint",
+    "normal_",
+    "manual_seed",
+    "Embedding",
+    "embedding",
+    "softmax",
+    "cosine_similarity",
+    "sinusoidal_table",
+    "cumsum",
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_public_checks_hold_no_reference_implementation(name):
+    """Learners get ``checks/*.py`` and the sandbox mounts it: it imports only torch, math and the test runtime, a
+    helper that computes values only runs the learner's answer (passed to ``run``), and the checking halves compute
+    no expected value."""
+    import ast
+
+    path = ROOT / "exercises" / "checks" / f"{name}.py"
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+            assert module in ("math", "course_embed.tools.grading.probe") or module.split(".")[0] == "torch", (
+                f"{path.name} imports {module}"
+            )
+    tests = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.decorator_list]
+    helpers = {f.name for f in tree.body if isinstance(f, ast.FunctionDef) and not f.decorator_list}
+    passed_to_run = {
+        c.args[0].id
+        for c in ast.walk(tree)
+        if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "run" and c.args and isinstance(c.args[0], ast.Name)
+    }
+    for helper in [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name in helpers - passed_to_run]:
+        called = {
+            getattr(c.func, "attr", getattr(c.func, "id", "")) for c in ast.walk(helper) if isinstance(c, ast.Call)
+        }
+        assert not called & _COMPUTES, f"{path.name}: {helper.name} computes values but runs no answer"
+    for func in tests:
+        after = False
+        for stmt in func.body:
+            after = after or any(isinstance(n, ast.Yield) for n in ast.walk(stmt))
+            if not after:
+                continue
+            called = {
+                getattr(c.func, "attr", getattr(c.func, "id", "")) for c in ast.walk(stmt) if isinstance(c, ast.Call)
+            }
+            assert not called & _COMPUTES, f"{path.name}: {func.name} computes an expected value: {called & _COMPUTES}"
+
+
+#: A cell a student could add to a notebook whose answers are all left ``...``: it replaces the runner's gathering
+#: with one that runs every test against answers that echo their inputs (a module: the rows of its zero table) and
+#: reports every flag True and every tensor zero (on the checks before they owned their inputs, it scored exercise
+#: 01's q2 lookup test).
+FORGER = """
+from course_embed.tools.grading import probe as _probe
+
+_real_gather = _probe.gather
+
+
+class _Echo(torch.nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        sizes = [a for a in args if isinstance(a, int)][:2]
+        self.weight = torch.nn.Parameter(torch.zeros(*sizes) if len(sizes) == 2 else torch.zeros(1, 1))
+        self.token = self
+
+    def forward(self, x, *args, **kwargs):
+        return self.weight[x] if isinstance(x, torch.Tensor) and not x.is_floating_point() else x
+
+
+def _echo(*args, **kwargs):
+    return next((a for a in args if isinstance(a, torch.Tensor)), args[0] if args else None)
+
+
+def _true(data):
+    if isinstance(data, bool):
+        return True
+    if isinstance(data, list):
+        return [_true(v) for v in data]
+    if isinstance(data, dict) and data.get("__tensor__") and "data" in data:
+        return {**data, "data": torch.zeros_like(data["data"])}
+    if isinstance(data, dict):
+        return {k: _true(v) for k, v in data.items()}
+    return data
+
+
+def _forged(spec, namespace, seed=None):
+    fake = {a: _Echo if a[0].isupper() else _echo for a in spec.answers}
+    return _true(_real_gather(spec, fake, seed))
+
+
+_probe.gather = _forged
+"""
+
+
+def test_a_forged_submission_without_answers_scores_zero_when_graded(built_exercises):
+    """Through the sandbox: each exercise's untouched notebook, plus a cell that replaces the gathering function."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from course_embed.tools.grading.submission import grade_notebook
+
+    def grade(name):
+        nb = nbformat.read(built_exercises[name].student, as_version=4)
+        first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "import torch" in c.source)
+        nb.cells.insert(first + 1, nbformat.v4.new_code_cell(FORGER))
+        graded = grade_notebook(nbformat.from_dict(nb), load_suite(ROOT / "exercises", name), timeout=240)
+        return {r.name: r.score for r in graded.results}, graded.error
+
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(zip(NAMES, pool.map(grade, NAMES), strict=True))
+    for name, (scores, error) in results.items():
+        assert scores and not any(scores.values()), f"{name}: a forged submission scores {scores} ({error})"

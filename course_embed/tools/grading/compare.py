@@ -160,15 +160,16 @@ def read_output(path: Path) -> object:
         return {"__gather_failed__": f"unreadable outputs ({type(err).__name__})"}
 
 
-def score(suite: Suite, out: Path, stopped: str = "") -> list[TestResult]:
-    """Check every test of ``suite`` against the outputs in ``out``; ``stopped`` explains missing outputs."""
+def score(suite: Suite, out: Path, stopped: str = "", seed: int | None = None) -> list[TestResult]:
+    """Check every test of ``suite`` against the outputs in ``out``; ``stopped`` explains missing outputs, ``seed``
+    is the secret the sandbox's gathering was given (hidden tests draw their inputs from it)."""
     results = []
     for spec in suite.tests:
         gathered = read_output(out / f"{spec.name}.pt")
         if gathered is None:
             passed, message = False, f"not graded: {stopped or 'the notebook stopped before this question'}"
         else:
-            passed, message = probe.check(spec, gathered)
+            passed, message = probe.check(spec, gathered, seed)
         results.append(
             TestResult(spec.name, spec.question, spec.points if passed else 0.0, spec.points, message, spec.hidden)
         )

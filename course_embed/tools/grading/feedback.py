@@ -8,10 +8,19 @@ test with ``name``, ``score``, ``max_score``, ``output`` and ``visibility`` (``v
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .assign import atomic_write
 from .compare import Question, TestResult
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _plain(text: str, limit: int = 2000) -> str:
+    """Text for a learner's feedback: no control characters (terminal escapes, bidirectional overrides), bounded."""
+    text = _CONTROL.sub(" ", str(text))
+    return text if len(text) <= limit else text[: limit - 6] + " [...]"
 
 
 def results_json(results: list[TestResult], error: str, seconds: float) -> dict:
@@ -19,10 +28,10 @@ def results_json(results: list[TestResult], error: str, seconds: float) -> dict:
     data = {
         "score": sum(r.score for r in results),
         "execution_time": round(seconds, 1),
-        "tests": [r.as_gradescope() for r in results],
+        "tests": [{**r.as_gradescope(), "output": _plain(r.output or "passed")} for r in results],
     }
     if error:
-        data["output"] = f"While grading: {error}"
+        data["output"] = _plain(f"While grading: {error}")
     return data
 
 
@@ -31,12 +40,12 @@ def feedback_text(student: str, exercise: str, questions: list[Question], result
     total, possible = sum(r.score for r in results), sum(q.points for q in questions)
     lines = [f"{exercise}: {student}", f"score: {total:g} / {possible:g}", ""]
     if error:
-        lines += [f"while grading: {error}", ""]
+        lines += [_plain(f"while grading: {error}"), ""]
     for q in questions:
         mine = [r for r in results if r.question == q.name]
         lines.append(f"{q.name}: {sum(r.score for r in mine):g} / {q.points:g}")
         for r in mine:
-            mark = "passed" if r.score == r.max_score else f"failed: {r.output}"
+            mark = "passed" if r.score == r.max_score else f"failed: {_plain(r.output)}"
             lines.append(f"  [{'hidden' if r.hidden else 'public'}] {r.name} ({r.max_score:g}): {mark}")
     return "\n".join(lines) + "\n"
 

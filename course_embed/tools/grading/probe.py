@@ -3,7 +3,7 @@
 A test is a generator function whose parameters name the learner's answers. Before its single ``yield`` it only
 *gathers*: every call into the learner's code goes through :func:`run` (which records a value or the exception
 raised); the ``yield`` hands over what was gathered and receives it back as :class:`Outcome` objects; after it,
-the test *checks* with plain ``assert`` statements and may use ``course_embed``'s reference::
+the test *checks* with plain ``assert`` statements::
 
     @test("q1", points=1)
     def sinusoidal_small(sinusoidal):
@@ -15,12 +15,40 @@ When an instructor grades, the gathering half runs in the sandbox (see :mod:`.sa
 torch and the learner's notebook; the outcomes cross as plain data (tensors, numbers, strings) and the checking
 half runs in the trusted grader. For ``grader.check`` in the learner's own kernel, :func:`check_public` runs both
 halves there at once, instantly. This module imports only torch: it is copied into the sandbox as it is.
+
+What a notebook sends back is its own to choose (a cell can replace :func:`gather`), so the checking half trusts
+none of it but the answer's outputs:
+
+* **The check owns its inputs.** The code before the ``yield`` runs on both sides (in the checking pass
+  :func:`run` calls nothing), so inputs built there from literals or seeds are rebuilt by the check itself; a
+  check never reads an input back from the outcome. Where the answer makes its own weights, the gathering loads
+  known ones into it and the check compares the outcome with those it rebuilt.
+* **No self-reports.** A flag the notebook computes (``out is w``, ``a.weight is b.weight``) earns nothing; a
+  test observes the behaviour instead (the tensor it passed in holds the result; changing one table changes the
+  other module's output).
+* **Hidden inputs come from a secret.** A hidden test takes a keyword-only ``seed``: the grader draws it per
+  grading run, hands it to the gathering as a call argument (never in a file the sandbox can read) and gives the
+  checking half the same value, so a table of one run's inputs is worth nothing in the next::
+
+      @test("q1", points=1, hidden=True)
+      def sinusoidal_other_sizes(sinusoidal, *, seed):
+          gen = torch.Generator().manual_seed(seed)
+          length, d = between(gen, 1, 300), 2 * between(gen, 1, 40)
+          got = yield run(sinusoidal, length, d)
+          ...  # compares with course_embed's reference, imported after the yield
+
+* **No reference in a public check.** Learners get ``checks/*.py``; their checks compare with values stored in
+  the file for fixed inputs; general references live only after the ``yield`` of hidden tests.
+* **Feedback from fixed templates.** Text the notebook chose (an exception's message) reaches feedback only
+  neutralised: control characters removed, its first line only, at most :data:`QUOTE_CHARS` characters.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -52,6 +80,36 @@ class TestSpec:
     @property
     def answers(self) -> tuple[str, ...]:
         return self.func.__code__.co_varnames[: self.func.__code__.co_argcount]
+
+    @property
+    def seeded(self) -> bool:
+        """Whether the test draws its inputs from a secret ``seed`` (a keyword-only parameter)."""
+        code = self.func.__code__
+        return "seed" in code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+
+    def call(self, args: list, seed: int | None):
+        """Call the test function with ``args``, and its own seed when it takes one (see :func:`test_seed`)."""
+        return self.func(*args, seed=test_seed(seed, self.name)) if self.seeded else self.func(*args)
+
+    def require_seed(self, seed: int | None) -> None:
+        """``TypeError`` when the test draws its inputs and ``seed`` is not an int (the grader's mistake)."""
+        if self.seeded and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise TypeError(f"test {self.name} draws its inputs from a seed: pass seed=<int>, got {seed!r}")
+
+
+def test_seed(seed: int, name: str) -> int:
+    """The seed of test ``name`` in a grading run whose secret is ``seed`` (one per test, below 2**63)."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "big") >> 1
+
+
+def between(gen: torch.Generator, low: int, high: int) -> int:
+    """An integer drawn uniformly from ``[low, high]`` with ``gen`` (sizes and offsets of hidden inputs)."""
+    return int(torch.randint(low, high + 1, (1,), generator=gen))
+
+
+def choose(gen: torch.Generator, options: list | tuple) -> Any:
+    """One of ``options``, drawn with ``gen``."""
+    return options[between(gen, 0, len(options) - 1)]
 
 
 def test(question: str, points: float, hidden: bool = False) -> Callable[[Callable], TestSpec]:
@@ -139,11 +197,19 @@ def run(fn: Any, *args, **kwargs) -> dict | None:
     except _ReferenceCall as err:
         return {"__outcome__": True, "raised": "ReferenceCall", "message": str(err)}
     except Exception as err:  # the learner's exception is the outcome
-        return {"__outcome__": True, "raised": type(err).__name__, "message": str(err)[:2000]}
+        return {"__outcome__": True, "raised": type(err).__name__, "message": str(err)[:4000]}
 
 
 class _ReferenceCall(Exception):
     pass
+
+
+def _reference_call(called: str) -> str:
+    name = called if re.fullmatch(r"[A-Za-z_][\w.<>]{0,99}", called) else "code"
+    return (
+        f"it calls course_embed's {name}; when your instructor grades, course_embed's implementation is not there, "
+        f"so write it with torch only"
+    )
 
 
 class _no_reference_calls:
@@ -168,10 +234,7 @@ class _no_reference_calls:
         if _local_mode[0]:
             sys.setprofile(self.previous)
             if self.called:
-                raise _ReferenceCall(
-                    f"it calls course_embed's {self.called[0]}; when your instructor grades, "
-                    f"course_embed's implementation is not there, so write it with torch only"
-                )
+                raise _ReferenceCall(self.called[0])
 
 
 _local_mode = [False]  # True while check_public runs in the learner's kernel
@@ -211,9 +274,33 @@ def _restore(data: Any) -> Any:
     return data
 
 
+QUOTE_CHARS = 240  # the most of an exception's message that feedback quotes
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def quote(text: Any) -> str:
+    """``text`` (the learner's own, e.g. an exception's message) as feedback may show it: the first line, without
+    control characters, at most :data:`QUOTE_CHARS` characters, cut at a word and marked when cut."""
+    text = _CONTROL.sub(" ", (text if isinstance(text, str) else "").strip().split("\n", 1)[0])
+    text = " ".join(text.split())
+    if len(text) <= QUOTE_CHARS:
+        return text
+    cut = text[:QUOTE_CHARS].rsplit(" ", 1)[0]
+    return f"{cut} [...]"
+
+
+def _name(text: Any, default: str = "an object") -> str:
+    """A type or exception name from the sandbox, shown only when it is an identifier."""
+    return text if isinstance(text, str) and _NAME.fullmatch(text) else default
+
+
 @dataclass
 class Outcome:
-    """What one :func:`run` produced: a value, or the exception raised (its type name and message)."""
+    """What one :func:`run` produced: a value, or the exception raised (its type name and message).
+
+    Every text field came from the notebook: the methods below quote it only through :func:`quote` and
+    :func:`_name`."""
 
     value: Any = None
     type: str = ""
@@ -221,12 +308,18 @@ class Outcome:
     message: str = ""
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        self.type = _name(self.type)
+        self.raised = _name(self.raised, "an exception") if self.raised else None
+        self.message = quote(self.message)
+
     def ok(self, label: str) -> Any:
         """The value; ``AssertionError`` saying what was raised instead."""
         if self.raised == "ReferenceCall":
-            raise AssertionError(f"{label}: {self.message}")
-        if self.raised == "NameError" and "is not defined" in self.message:
-            raise AssertionError(self.message)
+            raise AssertionError(f"{label}: {_reference_call(self.message)}")
+        if self.raised == "NameError" and self.message.startswith("`") and "is not defined" in self.message:
+            name = self.message.split("`")[1]
+            raise AssertionError(f"`{_name(name, 'an answer')}` is not defined: run its answer cell (keep the name)")
         if self.raised:
             raise AssertionError(f"{label} raised {self.raised}: {self.message}")
         return self.value
@@ -271,7 +364,7 @@ class Outcome:
         return (
             self.ok(label)
             if self.raised == "ReferenceCall"
-            else _fail(f"{label} raised {self.raised} ({self.message[:120]}), expected {error.__name__}")
+            else _fail(f"{label} raised {self.raised} ({self.message}), expected {error.__name__}")
         )
 
 
@@ -305,23 +398,39 @@ def _fail(message: str):
 _CHECKING = threading.Lock()
 
 
-def check(spec: TestSpec, gathered: Any) -> tuple[bool, str]:
+def check(spec: TestSpec, gathered: Any, seed: int | None = None) -> tuple[bool, str]:
     """Run the checking half of ``spec`` on what its gathering half produced; ``(passed, message)``.
 
-    A batch grades submissions in threads, and a check may seed torch's global generator to rebuild a reference
-    (``torch.manual_seed(s); nn.Embedding(...)``): checks therefore run one at a time, each with its own copy of
-    the generator's state, so that no check can reseed another's reference halfway through.
+    ``seed`` is the grading run's secret, the one the gathering was given. A batch grades submissions in threads,
+    and a check may seed torch's global generator to rebuild a reference (``torch.manual_seed(s);
+    nn.Embedding(...)``): checks therefore run one at a time, each with its own copy of the generator's state, so
+    that no check can reseed another's reference halfway through.
     """
+    spec.require_seed(seed)
     if isinstance(gathered, dict) and "__gather_failed__" in gathered:
-        return False, gathered["__gather_failed__"]
+        return False, _gather_failure(gathered["__gather_failed__"])
     with _CHECKING, torch.random.fork_rng(devices=[]):
-        return _check(spec, gathered)
+        return _check(spec, gathered, seed)
 
 
-def _check(spec: TestSpec, gathered: Any) -> tuple[bool, str]:
+_GRADER_NOTES = (r"the outputs are larger than \d+ MiB", r"unreadable outputs \(\w+\)")
+
+
+def _gather_failure(why: Any) -> str:
+    """The fixed sentence for a gathering that produced no outcome (``why``: an exception's type name, or one of
+    the grader's own notes); anything else the notebook wrote there is not shown."""
+    why = why if isinstance(why, str) else ""
+    if any(re.fullmatch(note, why) for note in _GRADER_NOTES):
+        return f"not graded: {why}"
+    if _NAME.fullmatch(why):
+        return f"the test could not run your answer: it stopped with {why} outside your functions"
+    return "not graded: the outputs of this test could not be read"
+
+
+def _check(spec: TestSpec, gathered: Any, seed: int | None) -> tuple[bool, str]:
     _MODE.live = False
     try:
-        gen = spec.func(*[None] * len(spec.answers))
+        gen = spec.call([None] * len(spec.answers), seed)
         next(gen)
         gen.send(_restore(gathered))
     except StopIteration:
@@ -329,28 +438,31 @@ def _check(spec: TestSpec, gathered: Any) -> tuple[bool, str]:
     except AssertionError as err:
         return False, str(err) or "assertion failed"
     except Exception as err:  # the answer returned something the check could not use
-        return False, f"{type(err).__name__}: {err}"[:2000]
+        return False, f"the outputs could not be checked ({type(err).__name__}): return what the question asks for"
     finally:
         _MODE.live = True
     gen.close()
     return False, "internal: the test yields more than once"
 
 
-def gather(spec: TestSpec, namespace: dict) -> Any:
-    """Run the gathering half of ``spec`` against the learner's ``namespace``; what it yields, as data."""
+def gather(spec: TestSpec, namespace: dict, seed: int | None = None) -> Any:
+    """Run the gathering half of ``spec`` against the learner's ``namespace``; what it yields, as data.
+
+    ``seed`` is the grading run's secret, for tests that draw their inputs (:attr:`TestSpec.seeded`)."""
+    spec.require_seed(seed)
     args = [namespace[a] if a in namespace and namespace[a] is not Ellipsis else Missing(a) for a in spec.answers]
     try:
-        result = spec.func(*args)  # in the sandbox the function stops at its yield and returns (see strip_checks)
+        result = spec.call(args, seed)  # in the sandbox the function stops at its yield and returns
         return next(result) if hasattr(result, "send") else result
     except Exception as err:
-        return {"__gather_failed__": f"the test could not run your answer: {type(err).__name__}: {err}"[:2000]}
+        return {"__gather_failed__": type(err).__name__}
 
 
 def check_public(exercise: str, question: str, **answers) -> None:
     """``grader.check``'s test: run the public tests of ``question`` in the learner's kernel, both halves at once.
 
-    Raises ``AssertionError`` with the first failing test's message. The tests live in ``checks/<exercise>.py``
-    next to the notebook (or in the repository's ``exercises/checks``).
+    Raises :class:`Feedback` (an ``AssertionError``) with one line per failing test. The tests live in
+    ``checks/<exercise>.py`` next to the notebook (or in the repository's ``exercises/checks``).
     """
     candidates = [
         Path("checks") / f"{exercise}.py",
@@ -363,11 +475,33 @@ def check_public(exercise: str, question: str, **answers) -> None:
             f"exercises folder it came in"
         )
     specs = [s for s in tests_of(load_module(path, f"_checks_{exercise}")) if s.question == question]
+    _quiet_otter()
     _local_mode[0] = True
     try:
-        for spec in specs:
-            passed, message = check(spec, gather(spec, answers))
-            if not passed:
-                raise AssertionError(message)
+        failed = [message for spec in specs for passed, message in [check(spec, gather(spec, answers))] if not passed]
     finally:
         _local_mode[0] = False
+    if failed:
+        raise Feedback("\n".join(failed))
+
+
+class Feedback(AssertionError):
+    """The public tests' verdict, shown to the learner as it is (without otter's "Error at line ..." framing)."""
+
+
+def _quiet_otter() -> None:
+    """Make otter show a :class:`Feedback` as its message alone: otter frames every failure with the line of the
+    test file that raised it ("Error at line 3 in test q1: check_public(...)"), which says nothing to a learner."""
+    try:
+        from otter.test_files.exception_test import ExceptionTestFile
+    except ImportError:  # grading, or a kernel without otter
+        return
+    framed = ExceptionTestFile._generate_error_message
+    if getattr(framed, "_course_embed", False):
+        return
+
+    def message(self, excp, context=0):
+        return str(excp) if isinstance(excp, Feedback) else framed(self, excp, context)
+
+    message._course_embed = True
+    ExceptionTestFile._generate_error_message = message

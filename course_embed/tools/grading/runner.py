@@ -7,7 +7,9 @@ the gathering halves of the tests in ``probes/``. At each checkpoint, and again 
 the question's outputs in a forked child (so a crash or a change the tests make cannot reach the notebook) and
 writes them, test by test, to ``out/<test>.pt`` with ``torch.save``; the grader reads them back with
 ``torch.load(weights_only=True)``. What it wrote before a timeout or a dead process stays: questions answered
-before an infinite loop or ``os._exit`` are still graded. Cell errors go to ``out/cells.json``.
+before an infinite loop or ``os._exit`` are still graded. Cell errors go to ``out/cells.json``. The grading run's
+secret seed, from which the hidden tests draw their inputs, arrives as the first line of stdin (read before the
+first cell, never written to a file) and is passed to each gathering as an argument.
 
 Before the first cell it sets the resource limits the plan names (:mod:`.limits`; soft and hard alike, so the
 notebook cannot raise them). A cell or a gathering that fails at one (out of memory, a file too large, a full
@@ -66,7 +68,7 @@ def _set_limits(limits):
         resource.setrlimit(getattr(resource, name), (value, hard))
 
 
-def _gather(question, specs, namespace):
+def _gather(question, specs, namespace, seed):
     """Gather every test of ``question`` in a forked child; returns ``(note, limit kind)``, empty when it finished."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -76,7 +78,7 @@ def _gather(question, specs, namespace):
         try:
             for spec in specs:
                 if spec.question == question:
-                    _save(spec.name, probe.gather(spec, namespace))
+                    _save(spec.name, probe.gather(spec, namespace, seed))
         except BaseException as error:
             code = _LIMIT_EXIT.get(_limit_hit(error), 3)
         finally:
@@ -91,6 +93,7 @@ def _gather(question, specs, namespace):
 
 
 def main():
+    seed = int(sys.stdin.readline() or 0)
     with open(os.path.join(WORK, "plan.json")) as f:
         plan = json.load(f)
     specs = []
@@ -115,7 +118,7 @@ def main():
     _set_limits(plan.get("limits", {}))
     for step in plan["steps"]:
         if "checkpoint" in step:
-            note, kind = _gather(step["checkpoint"], specs, shell.user_ns)
+            note, kind = _gather(step["checkpoint"], specs, shell.user_ns, seed)
         else:
             result = shell.run_cell(step["source"], store_history=False)
             error = result.error_before_exec or result.error_in_exec
@@ -124,7 +127,7 @@ def main():
         if record(note, kind):
             return 4
     for question in questions:  # the final state wins, as when the notebook is run top to bottom
-        if record(*_gather(question, specs, shell.user_ns)):
+        if record(*_gather(question, specs, shell.user_ns, seed)):
             return 4
     notes.append("finished")
     report()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -109,17 +110,28 @@ class Running:
                 proc.kill()
 
 
-def _start(work: Path, out, running: Running | None, limits: Limits) -> subprocess.Popen | None:
-    """Start the sandbox, registered in ``running``; ``None`` when the batch was interrupted."""
+def _start(work: Path, out, running: Running | None, limits: Limits, seed: int) -> subprocess.Popen | None:
+    """Start the sandbox, registered in ``running``, and hand it ``seed`` on its stdin; ``None`` when the batch was
+    interrupted."""
     command = sandbox.python(work, "runner.py", limits)
     if running is None:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        return _send(subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE), seed)
     with running.lock:
         if running.stopped.is_set():
             return None
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
         running.procs.add(proc)
-        return proc
+    return _send(proc, seed)
+
+
+def _send(proc: subprocess.Popen, seed: int) -> subprocess.Popen:
+    """Write the grading run's secret seed to the sandbox's stdin (one line), then close it."""
+    try:
+        proc.stdin.write(f"{seed}\n".encode())
+        proc.stdin.close()
+    except OSError:  # the sandbox died at once; its exit status says why
+        pass
+    return proc
 
 
 def _disk_use(folder: Path) -> int:
@@ -180,11 +192,12 @@ def grade_notebook(
     limits = limits or Limits()
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="course-embed-grade-"))
+    seed = secrets.randbits(62)  # the hidden tests' inputs, new for every grading run
     try:
         sandbox.prepare(work, suite.sources, json.dumps({"steps": plan(nb), "limits": limits.rlimits()}))
         log = work / "sandbox.log"
         with open(log, "wb") as out:
-            proc = _start(work, out, running, limits)
+            proc = _start(work, out, running, limits, seed)
             if proc is None:
                 return Graded(error="interrupted")
             try:
@@ -201,7 +214,7 @@ def grade_notebook(
         finished = notes[-1:] == ["finished"]
         if not stopped and not finished:
             stopped = _why_stopped(proc.returncode, notes, limits)
-        results = score(suite, work / "out", stopped)
+        results = score(suite, work / "out", stopped, seed)
         errors = ([stopped] if stopped else []) + [n for n in notes if n != "finished" and not n.startswith("limit:")]
         return Graded(results, "; ".join(_short(e, 200) for e in errors), time.monotonic() - start)
     finally:
