@@ -132,38 +132,38 @@ def embedding_bag_report(weight: torch.Tensor, ids: torch.Tensor) -> dict:
 
 
 def speedup_plot(tables, *, baseline_label: str | None = None):
-    """Speed-up over each table's baseline with its bootstrap 95% interval, one group per
-    :class:`~course_embed.lab.bench.BenchTable` and one bar per variant; the copy is drawn as a line per group
-    (the speed-up a plain copy of the minimum bytes would have: the ceiling of a layer that writes its output).
+    """Speed-up over each table's baseline, a dot per variant with its interval, on a log axis; one group per
+    :class:`~course_embed.lab.bench.BenchTable`. The copy is a dashed line per group (the speed-up a plain copy of
+    the minimum bytes would have: the ceiling of a layer that writes its output); the noise floor (the baseline
+    against its own second copy) is a grey band per group.
     """
-    names = [r.name for r in tables[0].rows if r.name not in ("copy", tables[0].baseline)]
-    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    baseline = tables[0].baseline
+    names = [r.name for r in tables[0].rows if r.name not in ("copy", baseline, baseline + "'")]
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
     width = 0.8 / len(names)
     for k, name in enumerate(names):
         xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(tables))]
         cis = [t.ratio_ci(t.baseline, name) for t in tables]
         mids = [c[0] for c in cis]
         errors = [
-            [m - c[1] for m, c in zip(mids, cis, strict=False)],
-            [c[2] - m for m, c in zip(mids, cis, strict=False)],
+            [m - c[1] for m, c in zip(mids, cis, strict=True)],
+            [c[2] - m for m, c in zip(mids, cis, strict=True)],
         ]
-        bars = ax.bar(xs, mids, width, yerr=errors, capsize=3, label=name)
-        ax.bar_label(bars, fmt="%.2fx", fontsize=7, padding=6)
+        ax.errorbar(xs, mids, yerr=errors, fmt="o", ms=5, capsize=3, label=name)
     for i, t in enumerate(tables):
-        ax.hlines(
-            t.ratio_ci(t.baseline, "copy")[0],
-            i - 0.45,
-            i + 0.45,
-            color="k",
-            ls="--",
-            lw=1,
-            label="same-size copy" if i == 0 else None,
-        )
+        floor = t.noise_floor()
+        if floor is not None:
+            ax.fill_between(
+                [i - 0.45, i + 0.45], *floor, color="0.85", zorder=0, label="noise floor" if i == 0 else None
+            )
+        if t.has_copy:
+            copy = t.ratio_ci(t.baseline, "copy")[0]
+            ax.hlines(copy, i - 0.45, i + 0.45, color="k", ls="--", lw=1, label="same-size copy" if i == 0 else None)
+    ax.set_yscale("log")
     ax.axhline(1, color="grey", lw=0.8)
-    ax.set_ylabel(f"speed-up over {baseline_label or tables[0].baseline}")
+    ax.set_ylabel(f"speed-up over {baseline_label or baseline} (log)")
     ax.set_xticks(range(len(tables)), [t.title for t in tables], fontsize=8)
-    ax.legend(fontsize=8, ncol=len(names) + 1, loc="upper left")
-    ax.margins(y=0.2)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     fig.tight_layout()
     return fig
 
