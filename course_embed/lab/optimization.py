@@ -249,10 +249,11 @@ def frequency_bands(counts: torch.Tensor, edges: tuple[int, ...]) -> tuple[torch
     return torch.bucketize(counts, torch.tensor(edges), right=True), names
 
 
-def _train_bigram(train, vocab_size, lazy, seed, steps, batch, d_model, lr):
+def _train_bigram(train, vocab_size, lazy, seed, steps, batch, d_model, lr, batch_seed=None):
     gen = torch.Generator().manual_seed(seed)
     params = {k: torch.nn.Parameter(v) for k, v in bigram_init(vocab_size, d_model, gen).items()}
-    positions = torch.randint(0, len(train) - 1, (steps, batch), generator=gen)
+    draw = gen if batch_seed is None else torch.Generator().manual_seed(batch_seed)
+    positions = torch.randint(0, len(train) - 1, (steps, batch), generator=draw)
     table = params["table"]
     dense = torch.optim.Adam([params[k] for k in ("mix", "head", "bias")], lr=lr, fused=True)
     rows = torch.optim.SparseAdam([table], lr=lr) if lazy else torch.optim.Adam([table], lr=lr, fused=True)
@@ -268,7 +269,10 @@ def _train_bigram(train, vocab_size, lazy, seed, steps, batch, d_model, lr):
         losses.append(loss.item())
         moved.append((table.detach() != before).any(dim=1).sum().item())
         present.append(train[pos].unique().numel())
-    return {k: v.detach() for k, v in params.items()}, losses, moved, present
+    return {k: v.detach() for k, v in params.items()}, losses, moved, present, positions
+
+
+CONTROL = "Adam, other batches"
 
 
 def lazy_adam_study(
@@ -281,6 +285,8 @@ def lazy_adam_study(
     d_model: int = 32,
     lr: float = 1e-2,
     edges: tuple[int, ...] = (10, 100, 1000),
+    band_by: str = "training",
+    control: bool = False,
 ) -> list[LazyAdamRun]:
     """Train :func:`bigram_losses` twice per seed, the table with dense Adam and with SparseAdam; one thread.
 
@@ -289,10 +295,16 @@ def lazy_adam_study(
     ``train[p + 1]``), so they see the same data. ``mix``, ``head`` and ``bias`` use ``Adam(fused=True)`` in both;
     the table uses ``Adam(fused=True)`` on a dense gradient or ``SparseAdam`` on a sparse one; same ``lr``, betas
     and eps everywhere. The held-out loss is over every ``(valid[t], valid[t + 1])``; its bands group those
-    tokens by the training count of the input id (:func:`frequency_bands`).
+    tokens by how often the input id occurred (:func:`frequency_bands`): in the whole training text
+    (``band_by="training"``) or in the batches the seed's runs actually drew (``band_by="batches"``: what the
+    optimizers saw).
+
+    ``control=True`` adds a third run per seed, ``"Adam, other batches"``: dense Adam from the same init on batches
+    drawn from ``torch.Generator().manual_seed(seed + 10_000)``. Its difference from the seed's Adam run is the
+    paired noise of the batch order alone, the reference for a SparseAdam - Adam difference (bands as the seed's).
 
     Returns:
-        per seed, the Adam run then the SparseAdam run (:class:`LazyAdamRun`).
+        per seed, the Adam run, the SparseAdam run (and the control) (:class:`LazyAdamRun`).
     """
     for name, value in (("train", train), ("valid", valid)):
         if value.dim() != 1 or value.dtype != torch.int64 or len(value) < 2:
@@ -308,20 +320,29 @@ def lazy_adam_study(
         raise ValueError(f"lr must be positive, got {lr}")
     if not seeds:
         raise ValueError("seeds must name at least one seed, e.g. (0, 1, 2)")
+    if band_by not in ("training", "batches"):
+        raise ValueError(f"band_by must be 'training' or 'batches', got {band_by!r}")
     band_of, names = frequency_bands(torch.bincount(train, minlength=vocab_size), edges)
-    token_band = band_of[valid[:-1]]
     runs = []
     with single_thread():
         for seed in seeds:
-            for lazy in (False, True):
-                params, losses, moved, present = _train_bigram(train, vocab_size, lazy, seed, steps, batch, d_model, lr)
+            token_band = band_of[valid[:-1]]
+            for name, lazy, batch_seed in (("Adam", False, None), ("SparseAdam", True, None), (CONTROL, False, 0)):
+                if name == CONTROL and not control:
+                    continue
+                batch_seed = None if batch_seed is None else seed + 10_000
+                args = (train, vocab_size, lazy, seed, steps, batch, d_model, lr, batch_seed)
+                params, losses, moved, present, positions = _train_bigram(*args)
+                if band_by == "batches" and name == "Adam":  # the seed's batches, shared with SparseAdam
+                    seen = torch.bincount(train[positions].flatten(), minlength=vocab_size)
+                    token_band = frequency_bands(seen, edges)[0][valid[:-1]]
                 with torch.no_grad():
                     chunks = zip(valid[:-1].split(4096), valid[1:].split(4096), strict=True)
                     held = torch.cat([bigram_losses(params, x, y) for x, y in chunks])  # never all (n, v) logits
                 bands = {n: held[token_band == k].mean().item() for k, n in enumerate(names) if (token_band == k).any()}
                 runs.append(
                     LazyAdamRun(
-                        "SparseAdam" if lazy else "Adam",
+                        name,
                         seed,
                         tuple(losses),
                         tuple(moved),

@@ -196,6 +196,29 @@ def test_lazy_adam_study_keeps_absent_rows_and_reports_its_own_losses(gen):
     assert torch.equal(again[1].params["table"], runs[3].params["table"])
 
 
+def test_lazy_adam_study_bands_by_the_drawn_batches_and_pairs_a_control(gen):
+    v, steps, batch, d = 200, 10, 8, 8
+    train, valid = zipf_stream(3000, v, gen), zipf_stream(400, v, gen)
+    runs = optimization.lazy_adam_study(
+        train, valid, v, seeds=(1,), steps=steps, batch=batch, d_model=d, edges=(1, 5), band_by="batches", control=True
+    )
+    assert [r.optimizer for r in runs] == ["Adam", "SparseAdam", "Adam, other batches"]
+    g = torch.Generator().manual_seed(1)
+    init = optimization.bigram_init(v, d, g)
+    positions = torch.randint(0, len(train) - 1, (steps, batch), generator=g)
+    seen = torch.bincount(train[positions].flatten(), minlength=v)[valid[:-1]]
+    band = torch.where(seen < 1, 0, torch.where(seen < 5, 1, 2))
+    held = float64_losses(runs[1].params, valid[:-1], valid[1:])
+    for k, name in enumerate(["0-0", "1-4", "5+"]):
+        assert math.isclose(runs[1].bands[name], held[band == k].mean().item(), rel_tol=1e-5)
+    other = torch.randint(0, len(train) - 1, (steps, batch), generator=torch.Generator().manual_seed(10_001))
+    assert runs[2].rows_in_batch == tuple(train[p].unique().numel() for p in other)  # its own batches
+    first = float64_losses(init, train[other[0]], train[other[0] + 1]).mean().item()
+    assert math.isclose(runs[2].train_losses[0], first, rel_tol=1e-5)  # the same init
+    with pytest.raises(ValueError, match="band_by must be 'training' or 'batches'"):
+        optimization.lazy_adam_study(train, valid, v, steps=1, band_by="seen")
+
+
 def test_lazy_adam_study_rejects_bad_arguments(gen):
     train, valid = zipf_stream(100, 20, gen), zipf_stream(30, 20, gen)
     bad = [
