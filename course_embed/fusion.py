@@ -9,21 +9,15 @@ vector with a ``(s, d_p)`` position vector, so the output width is ``d`` either 
 LayerNorm (BERT applies one here; the original model does not). Schemes that act inside attention (RoPE, ALiBi,
 T5 bias) add nothing at the input: use ``position=None`` and apply them in attention.
 
-Speed (chapter 6): with ``fusion="add"`` and no autograd graph (``torch.no_grad()``, ``torch.inference_mode()``
-or a frozen table) the layer makes **one pass** over memory: the table's storage holds ``max_len`` spare rows
-after its ``v`` rows, the position rows are written there once, and one ``F.embedding_bag`` sums, for each token,
-``sqrt(d) * W[id] + 1 * P[pos]`` (a bag of two rows with per-sample weights). In float32 and float64 that is the
-textbook ``W[ids] * sqrt(d) + pe`` bit for bit (one rounded product, one rounded sum, in the same order); in
-bfloat16 and float16 the bag is summed in float32 and rounded once, so it can differ from the textbook's two
-roundings by one rounding, towards the exact value. While
-training, the lookup, the scale and the position add are fused into two passes
-(:meth:`~course_embed.token.TokenEmbedding.lookup_add`: gather, then one in-place add), whose backward sends the
-gradient to the table only through the looked-up rows. ``compile=True`` hands the computation to
-``torch.compile``, which emits a single loop.
-
-Inside a compiled model (``torch.compile(model)`` of a model holding this layer) the layer traces without a graph
-break: the ids are checked in the graph (:func:`~course_embed.checks.check_ids`) and the output is the textbook
-expression, which the compiler fuses with what follows; the one-pass and two-pass paths are eager optimisations.
+Speed (chapter 6): the textbook ``W[ids] * sqrt(d) + pe`` makes three passes over a ``(b, s, d)`` tensor. With
+``fusion="add"`` the lookup, the scale and the position add are one fused op,
+:meth:`~course_embed.token.TokenEmbedding.lookup_add`: gather into the output, then one in-place add with the scale
+folded in (two passes), whose backward sends the gradient to the table only through the looked-up rows.
+``compile=True`` hands the same computation to ``torch.compile``, which emits a single loop. Inside a compiled
+model (``torch.compile(model)`` of a model holding this layer) the layer traces without a graph break: the ids are
+checked in the graph (:func:`~course_embed.checks.check_ids`) and the output is the textbook expression, which
+the compiler fuses with what follows. The layer keeps no state between calls: every call reads the tables as they
+are.
 """
 
 from __future__ import annotations
@@ -65,14 +59,6 @@ class TransformerEmbedding(nn.Module):
             for each input shape compiles (seconds; a C++ compiler on CPU), so pad batches to a few fixed shapes.
             Id checks stay eager. Not combinable with ``sparse``. Inside a compiled model this flag is moot: the
             whole model is traced, the layer included.
-
-    The one-pass inference path needs the table's storage to extend ``max_len`` rows past the table (set up here and
-    after ``.to()``/``.half()``; ``load_state_dict`` copies in place and keeps it). When it does not (a table
-    replaced with ``assign=True``, a sequence longer than ``max_len``), the layer falls back to the two-pass path,
-    which gives the same values up to one rounding. The token rows are read from the table itself on every call, so
-    any write to it is seen. The position rows are copied into the spare rows when the length, the offset or the
-    position table's version counter changes; a write to a learned position table through ``.data`` bypasses the
-    version counter and is not seen: write under ``torch.no_grad()`` instead.
 
     Shapes:
         ``forward(ids, offset)``: ids ``(b, s)`` -> ``(b, s, d)``; positions are ``offset .. offset + s - 1``.
@@ -138,100 +124,34 @@ class TransformerEmbedding(nn.Module):
             self.positions = None
         self.norm = nn.LayerNorm(d_model, device=device, dtype=dtype) if layer_norm else nn.Identity()
         self.dropout = nn.Dropout(dropout)
-        self._room = max_len if fusion == "add" and position is not None else 0  # spare rows for the one pass
-        self._stacked, self._tail_key, self._bag_args = None, None, None
-        self._make_room()
-
-    def _make_room(self) -> None:
-        """Give the token table a storage of ``v + max_len`` rows; keep a ``(v + max_len, d)`` alias of it.
-
-        The parameter stays the same object of shape ``(v, d)`` (optimizers and tied layers still hold it); its
-        data now starts a larger buffer whose spare rows receive the position rows (see :meth:`_one_pass`).
-        """
-        self._stacked, self._tail_key, self._bag_args = None, None, None
-        weight = self.token.weight
-        if not self._room or weight.device.type == "meta":
-            return
-        v, d = weight.shape
-        with torch.no_grad():
-            buffer = torch.empty(v + self._room, d, device=weight.device, dtype=weight.dtype)
-            buffer[:v].copy_(weight)
-            weight.data = buffer[:v]
-        # an alias built with set_ has its own version counter: writing the spare rows leaves the table's untouched
-        self._stacked = torch.empty(0, device=weight.device, dtype=weight.dtype).set_(
-            buffer.untyped_storage(), 0, (v + self._room, d), (d, 1)
-        )
-
-    def _apply(self, fn, recurse: bool = True):
-        # .to(), .half(), .cuda() give the table new storage without the spare rows: make room again
-        super()._apply(fn, recurse)
-        self._make_room()
-        return self
-
-    def _one_pass(self, ids: torch.Tensor) -> torch.Tensor | None:
-        """``W[ids] * sqrt(d) + P[offset:offset + s]`` as one ``embedding_bag`` over the stacked rows.
-
-        ids ``(b, s)`` -> ``(b, s, d)``; ``None`` when the table's storage has no spare rows for them. The ids must
-        be checked first (an id >= v would read a position row) and the rows written by :meth:`_write_positions`.
-        """
-        weight, stacked = self.token.weight, self._stacked
-        b, s = ids.shape
-        if stacked is None or s > self._room or stacked.data_ptr() != weight.data_ptr():
-            return None
-        key = (b, s, ids.dtype, ids.device)
-        if self._bag_args is None or self._bag_args[0] != key:
-            v = weight.shape[0]
-            positions = torch.arange(v, v + s, device=ids.device, dtype=ids.dtype).expand(b, s)
-            factors = torch.tensor([self.token.multiplier, 1.0], device=weight.device, dtype=weight.dtype)
-            self._bag_args = (key, positions, factors.expand(b * s, 2))
-        _, positions, factors = self._bag_args
-        pairs = torch.stack((ids, positions), dim=-1).view(b * s, 2)  # (b s, 2): token row, position row
-        out = F.embedding_bag(pairs, stacked, mode="sum", per_sample_weights=factors)  # (b s, d), one pass
-        return out.view(b, s, -1)
-
-    def _write_positions(self, offset: int, length: int) -> None:
-        """Copy the position rows ``offset .. offset + length - 1`` into the spare rows, unless already there."""
-        source = self.positions.table if self.position == "sinusoidal" else self.positions.weight
-        try:
-            version = source._version
-        except RuntimeError:  # an inference tensor has no version counter: copy every time
-            version = None
-        key = (offset, length, source.data_ptr(), version, self._stacked.data_ptr())
-        if version is None or key != self._tail_key:
-            v = self.token.weight.shape[0]
-            pe = self.positions.encoding(length, offset, dtype=self._stacked.dtype, device=self._stacked.device)
-            self._stacked[v : v + length].copy_(pe)
-            self._tail_key = key
 
     def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Embed ids ``(b, s)`` at positions ``offset .. offset + s - 1``; returns ``(b, s, d)``."""
         if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
             shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
             raise ValueError(f"ids must have shape (batch, seq), got {shape}; for one sequence use ids.unsqueeze(0)")
-        if self.position == "learned":
-            check_positions(ids.shape[1], offset, self.positions.max_len, batch=ids.shape[0], name="ids")
-        if self.fusion == "add" and self.positions is not None:
-            weight = self.token.weight
-            pe = self.positions.encoding(ids.shape[1], offset, dtype=weight.dtype, device=weight.device)  # (s, d)
-            graph = torch.is_grad_enabled() and (weight.requires_grad or pe.requires_grad)
-            traced = torch.compiler.is_compiling()  # inside a compiled model: lookup_add's traceable path below
-            h = None
-            if self.compile and not traced:
-                check_ids(ids, self.token.vocab_size)
-                h = _compiled_lookup_add()(ids, weight, pe, self.token.multiplier, self.token.padding_idx)
-            elif not (graph or traced) and self._stacked is not None and ids.shape[1] <= self._room:
-                check_ids(ids, self.token.vocab_size)  # needed: an id >= v would read a position row
-                with torch.no_grad():
-                    self._write_positions(offset, ids.shape[1])
-                    h = self._one_pass(ids)  # (b, s, d): one embedding_bag, one pass
-            if h is None:
-                h = self.token.lookup_add(ids, pe)  # (b, s, d): gather, then one in-place add
+        b, s = ids.shape
+        if self.positions is None:
+            h = self.token(ids)  # (b, s, d): lookup and scale
         else:
-            h = self.token(ids)  # (b, s, d), or (b, s, d - d_p) with concat
-            if self.fusion == "concat":
-                pe = self.positions.encoding(ids.shape[1], offset, dtype=h.dtype, device=h.device)  # (s, d_p)
-                h = torch.cat((h, pe.expand(ids.shape[0], -1, -1)), dim=-1)
-        return self.dropout(self.norm(h))
+            if self.position == "learned":
+                check_positions(s, offset, self.positions.max_len, batch=b, name="ids")
+            weight = self.token.weight
+            pe = self.positions.encoding(s, offset, dtype=weight.dtype, device=weight.device)  # (s, d) or (s, d_p)
+            if self.fusion == "add":
+                h = self._lookup_add(ids, pe)  # (b, s, d): W[ids] * sqrt(d) + pe, the one fused op
+            else:
+                h = torch.cat((self.token(ids), pe.expand(b, -1, -1)), dim=-1)  # (b, s, d - d_p) | (b, s, d_p)
+        h = self.norm(h)
+        return self.dropout(h)
+
+    def _lookup_add(self, ids: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
+        """Lookup, scale and position add: ids ``(b, s)``, pe ``(s, d)`` -> ``(b, s, d)``."""
+        if self.compile and not torch.compiler.is_compiling():
+            check_ids(ids, self.token.vocab_size)  # eager: the compiled function holds no checks
+            token = self.token
+            return _compiled_lookup_add()(ids, token.weight, pe, token.multiplier, token.padding_idx)
+        return self.token.lookup_add(ids, pe)  # gather, then one in-place add (traced: the textbook expression)
 
     def extra_repr(self) -> str:
         return f"position={self.position!r}, fusion={self.fusion!r}" + (", compile=True" if self.compile else "")

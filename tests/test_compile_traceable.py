@@ -59,7 +59,7 @@ def ids(gen):
     + [("sinusoidal", {"compile": True}), ("token", {})],
 )
 def test_model_with_the_package_layer_is_one_graph(ids, mode, grad, position, kwargs):
-    # eval without grad: eager's one-pass path (data pointers, cached state); train: its autograd.Function
+    # eval without grad: the inference lookup_add; train: its autograd.Function
     m = getattr(model(position, **kwargs), mode)()
     with torch.set_grad_enabled(grad):
         explained = torch._dynamo.explain(m)(ids)
@@ -83,7 +83,7 @@ def test_compiled_model_equals_eager_forward_and_backward(gen, position, offset)
     eager = model(position, dropout=0.0, padding_idx=0).train()
     comp = model(position, dropout=0.0, padding_idx=0).train()
     compiled = torch.compile(comp, backend="aot_eager", fullgraph=True)
-    with torch.no_grad():  # eager: the one-pass path; compiled: the traced textbook expression
+    with torch.no_grad():  # eager: the two-pass lookup_add; compiled: the traced textbook expression
         torch.testing.assert_close(compiled(ids, offset), eager(ids, offset), rtol=1e-6, atol=1e-6)
     (eager(ids, offset) * upstream).sum().backward()  # eager: the two-pass autograd.Function
     (compiled(ids, offset) * upstream).sum().backward()
