@@ -1,4 +1,4 @@
-"""Chapter 6, optimisation: precision errors, lost updates, the dict-cache and checkpointing anti-patterns, autocast,
+"""Chapters 6 and 7: precision errors, lost updates, the dict-cache and checkpointing anti-patterns, autocast,
 EmbeddingBag, the speed-up figure of the benchmark tables, and lazy (SparseAdam) against dense Adam trained on real
 text (the roofline is in :mod:`.roofline`, the training step in :mod:`.profile_step`).
 

@@ -1,4 +1,4 @@
-"""Chapter 6 measurements: precision costs, the anti-patterns, and the figures."""
+"""Chapters 6 and 7 measurements: precision costs, the anti-patterns, and the figures."""
 
 import math
 
