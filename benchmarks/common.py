@@ -66,3 +66,39 @@ def machine() -> str:
         f"{cpu} ({os.cpu_count()} logical CPUs){gpu}; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {memory}{load}"
     )
+
+
+def time_shuffled(variants: dict, rounds: int, block_seconds: float = 0.02, seed: int = 0) -> dict[str, float]:
+    """Median seconds per call of each zero-argument callable, timed in ``rounds`` rounds whose order is shuffled.
+
+    Each measurement is the mean over a block of calls sized to last about ``block_seconds``; a shuffled order keeps
+    a slow spell of a shared machine from always landing on the same variant.
+    """
+    import random
+    import statistics
+    import time
+
+    order, times, numbers = list(variants), {name: [] for name in variants}, {}
+    for name, fn in variants.items():  # warm up, then size the blocks
+        fn()
+        start = time.perf_counter()
+        fn()
+        numbers[name] = max(1, min(1 << 16, round(block_seconds / max(time.perf_counter() - start, 1e-9))))
+    shuffle = random.Random(seed).shuffle
+    for _ in range(rounds):
+        shuffle(order)
+        for name in order:
+            fn, n = variants[name], numbers[name]
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            times[name].append((time.perf_counter() - start) / n)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def seconds(value: float) -> str:
+    """A duration with a unit that keeps three significant digits."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"

@@ -1,6 +1,6 @@
 """Embedding x sqrt(d) + sinusoidal positions: the textbook version against the package's paths, side by side.
 
-    python benchmarks/input_layer.py [--device cpu] [--threads 1] [--rounds 11] [--no-compile]
+    python benchmarks/input_layer.py [--device cpu] [--threads 1] [--rounds 11] [--no-compile] [--seed 0]
 
 Variants (forward under torch.inference_mode(), float32):
   textbook    emb(ids) * math.sqrt(d) + pe[:s], nn.Embedding and a precomputed table (three passes, three buffers)
@@ -10,14 +10,18 @@ Variants (forward under torch.inference_mode(), float32):
               with the scale folded in (two passes: TokenEmbedding.lookup_add)
   two-pass    the same two passes without the layer around them (no id check, no module call)
   compiled    TransformerEmbedding(compile=True): torch.compile of the textbook computation, one fused loop
+  c-textbook  torch.compile of the whole textbook layer (nn.Embedding, the scale, the table add)
+  c-package   torch.compile of the whole package layer: one graph, the id check inside it
   c-gather    torch.compile of the bare gather: how fast the compiler's indirect-load loop is on its own
   copy        a copy moving the same minimum bytes, itemsize * (2 b s d + s d)
-Speed-ups are ratios of medians with a 95% bootstrap interval over the paired rounds.
+Speed-ups are ratios of medians with a 95% bootstrap interval over the paired rounds. The variants' order within a
+round is shuffled once per run (--seed): run the script a few times with different seeds on a shared machine.
 """
 
 from __future__ import annotations
 
 import math
+import random
 
 import torch
 import torch.nn.functional as F
@@ -30,14 +34,16 @@ from course_embed.token import _lookup_add
 
 from common import machine, parse
 
-SHAPES = [(32, 128, 512, 10_000), (8, 512, 768, 32_000), (1, 4096, 1024, 50_000)]
+SHAPES = [(32, 128, 512, 10_000), (8, 512, 768, 32_000), (1, 2048, 1024, 50_257)]
 
 
-def tables(device: str, threads: int, rounds: int, compiled_too: bool) -> list[str]:
-    return [one_shape(b, s, d, v, device, threads, rounds, compiled_too) for b, s, d, v in SHAPES]
+def tables(device: str, threads: int, rounds: int, compiled_too: bool, seed: int) -> list[str]:
+    return [one_shape(b, s, d, v, device, threads, rounds, compiled_too, seed) for b, s, d, v in SHAPES]
 
 
-def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds: int, compiled_too: bool) -> str:
+def one_shape(
+    b: int, s: int, d: int, v: int, device: str, threads: int, rounds: int, compiled_too: bool, seed: int
+) -> str:
     gen = torch.Generator().manual_seed(0)
     package = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device).eval()
     emb = nn.Embedding(v, d, device=device)
@@ -57,18 +63,24 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
         compiled = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device, compile=True).eval()
         compiled.load_state_dict(package.state_dict())
         variants["compiled"] = lambda: compiled(ids)
+        c_textbook = torch.compile(lambda: emb(ids) * math.sqrt(d) + pe[:s], dynamic=False)
+        c_package = torch.compile(package, dynamic=False, fullgraph=True)
+        variants["c-textbook"] = c_textbook
+        variants["c-package"] = lambda: c_package(ids)
         compiled_gather = torch.compile(F.embedding, dynamic=False)
         variants["c-gather"] = lambda: compiled_gather(ids, emb.weight)
     with torch.inference_mode():
         expected = emb(ids) * math.sqrt(d) + pe[:s]
         if compiled_too:
             assert torch.equal(variants["c-gather"](), variants["gather"]())
-        for name in ("package", "two-pass", "compiled"):  # also compiles, before any timing
+        for name in ("package", "two-pass", "compiled", "c-textbook", "c-package"):  # also compiles, before any timing
             if name in variants:
                 torch.testing.assert_close(variants[name](), expected, rtol=1e-6, atol=1e-5)
         nbytes, gathered = bench.embedding_bytes(b, s, d, 4), bench.gather_bytes(b, s, d, 4)
+        order = list(variants)
+        random.Random(seed).shuffle(order)
         table = bench.compare(
-            variants,
+            {name: variants[name] for name in order},
             nbytes,
             baseline="textbook",
             device=device,
@@ -104,6 +116,8 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
             f"{table.row('compiled').seconds / gather:.2f}x the bare gather's time (goal <= 1.2); "
             f"the compiled gather alone takes {table.row('c-gather').seconds / gather:.2f}x the eager gather's"
         )
+        c_mid, c_low, c_high = table.ratio_ci("c-textbook", "c-package")
+        lines.append(f"compiled model: c-package {c_mid:.2f}x c-textbook [{c_low:.2f}, {c_high:.2f}] (goal >= 1)")
     lines.append(
         f"id check: {check.row('check_ids').seconds / check.row('package').seconds:.1%} of the package's time\n"
     )
@@ -113,11 +127,14 @@ def one_shape(b: int, s: int, d: int, v: int, device: str, threads: int, rounds:
 def main() -> None:
     args = parse(
         __doc__.splitlines()[0],
-        extra=[("--no-compile", {"action": "store_true", "help": "skip torch.compile (no C++ compiler)"})],
+        extra=[
+            ("--no-compile", {"action": "store_true", "help": "skip torch.compile (no C++ compiler)"}),
+            ("--seed", {"type": int, "default": 0, "help": "seed of the shuffled variant order"}),
+        ],
     )
     print(machine())
     for device in args.device:
-        for text in tables(device, args.threads, args.rounds, not args.no_compile):
+        for text in tables(device, args.threads, args.rounds, not args.no_compile, args.seed):
             print(text, flush=True)
 
 

@@ -12,11 +12,13 @@ from .learned import LearnedPositionalEmbedding
 from .multilingual import MultilingualEmbedding
 from .parallel import VocabParallelEmbedding
 from .relative import RelativePositionBias, relative_position_bucket
+from .rope_config import rope_kwargs
 from .rotary import (
     RotaryEmbedding,
     layout_permutation,
     rope_frequencies,
     rope_parameters,
+    softmax_scale,
 )
 from .runtime import deterministic, pick_device, seed_everything, setup
 from .sinusoidal import (
@@ -47,9 +49,11 @@ __all__ = [
     "pick_device",
     "relative_position_bucket",
     "rope_frequencies",
+    "rope_kwargs",
     "rope_parameters",
     "seed_everything",
     "setup",
     "sinusoidal_table",
+    "softmax_scale",
     "tie_weights",
 ]

@@ -5,6 +5,10 @@ Shapes: ``b`` batch, ``s`` sequence, ``d`` model width. Every module is batch fi
 
 from __future__ import annotations
 
+import math
+import numbers
+import operator
+
 import torch
 
 
@@ -110,3 +114,73 @@ def check_positions(length: int, offset: int, max_len: int, batch: int | None = 
             f"transpose it with {name}.transpose(0, 1)"
         )
     raise ValueError(message)
+
+
+def check_offset(offset, name: str = "offset") -> int:
+    """The first position as a Python int: accepts ints, numpy integers and 0-d integer tensors.
+
+    Raises:
+        TypeError: a float (``3.5``: positions are whole tokens), a bool, or a tensor of more than one value (a
+            per-sequence offset, which only :class:`~course_embed.rotary.RotaryEmbedding` takes, as
+            ``position_ids``).
+        ValueError: a negative offset.
+    """
+    if isinstance(offset, torch.Tensor):
+        if offset.dim() != 0:
+            raise TypeError(
+                f"{name} must be one integer (the position of the first token), got a tensor of shape "
+                f"{tuple(offset.shape)}; per-sequence positions (a left-padded batch) go to RotaryEmbedding as "
+                f"position_ids of shape (batch, seq); additive position layers take one offset for the whole batch"
+            )
+        if offset.dtype.is_floating_point or offset.dtype.is_complex or offset.dtype == torch.bool:
+            raise TypeError(f"{name} must be an integer, got a 0-d tensor of dtype {offset.dtype}; use {name}.long()")
+        offset = int(offset)
+    elif isinstance(offset, bool) or not hasattr(offset, "__index__"):
+        raise TypeError(
+            f"{name} must be a whole number of tokens (int), got {offset!r} ({type(offset).__name__}); "
+            f"positions are integers, pass int({name}) if the value is whole"
+        )
+    offset = operator.index(offset)
+    if offset < 0:
+        raise ValueError(f"{name} must be >= 0 (the position of the first token), got {offset}")
+    return offset
+
+
+def check_number(value, name: str, *, minimum: float | None = None, above: float | None = None) -> float:
+    """``value`` as a finite float, at least ``minimum`` or greater than ``above``; else a clear error.
+
+    ``nan`` and ``inf`` are rejected: a non-finite scale silently turns every output into NaN or switches the
+    rotation off.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}; check the config this value came from")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if above is not None and not value > above:
+        raise ValueError(f"{name} must be > {above}, got {value}")
+    return value
+
+
+def check_device_dtype(device=None, dtype=None) -> None:
+    """Raise a clear error for a ``dtype`` that is not a floating torch dtype or a ``device`` this build lacks."""
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+        raise TypeError(
+            f"dtype must be a floating-point torch.dtype such as torch.float32 or torch.bfloat16, got {dtype!r}"
+        )
+    if device is None:
+        return
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device={device!r} is not a device name; use 'cpu', 'cuda', 'cuda:0' or 'mps'") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        build = "this PyTorch build has no CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+        raise ValueError(
+            f"device={str(device)!r} but {build}; use device='cpu', or course_embed.pick_device() to take the "
+            f"best device present"
+        )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device={str(device)!r} but MPS is not available here; use device='cpu'")

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_ids, check_positions
+from .checks import check_device_dtype, check_ids, check_offset, check_positions
 from .learned import LearnedPositionalEmbedding
 from .sinusoidal import SinusoidalPositionalEncoding
 from .token import Init, TokenEmbedding
@@ -84,6 +84,7 @@ class TransformerEmbedding(nn.Module):
         compile: bool = False,
     ):
         super().__init__()
+        check_device_dtype(device, dtype)
         if position not in POSITIONS:
             raise ValueError(
                 f"position must be one of {POSITIONS}, got {position!r}; RoPE, ALiBi and T5 bias act "
@@ -131,6 +132,7 @@ class TransformerEmbedding(nn.Module):
             shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
             raise ValueError(f"ids must have shape (batch, seq), got {shape}; for one sequence use ids.unsqueeze(0)")
         b, s = ids.shape
+        offset = check_offset(offset)
         if self.positions is None:
             h = self.token(ids)  # (b, s, d): lookup and scale
         else:

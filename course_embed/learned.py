@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_features, check_positions
+from .checks import check_device_dtype, check_features, check_offset, check_positions
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -33,18 +33,21 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         if max_len < 1:
             raise ValueError(f"max_len must be a positive integer, got {max_len}")
+        check_device_dtype(device, dtype)
         self.max_len, self.d_model = max_len, d_model
         self.weight = nn.Parameter(torch.empty(max_len, d_model, device=device, dtype=dtype))
         nn.init.normal_(self.weight, 0.0, init_std)
 
     def encoding(self, length: int, offset: int = 0, *, dtype=None, device=None) -> torch.Tensor:
         """Rows for positions ``offset .. offset + length - 1``: ``(length, d)``."""
+        offset = check_offset(offset)
         check_positions(length, offset, self.max_len)
         return self.weight[offset : offset + length].to(device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Return ``x + W[offset : offset + s]`` for ``x`` of shape ``(b, s, d)``."""
         check_features(x, self.d_model)
+        offset = check_offset(offset)
         check_positions(x.shape[1], offset, self.max_len, batch=x.shape[0], name="x")
         return x + self.encoding(x.shape[1], offset, dtype=x.dtype, device=x.device)
 

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_ids
+from .checks import check_device_dtype, check_ids
 from .token import Init, init_table_
 
 
@@ -62,6 +62,7 @@ class MultilingualEmbedding(nn.Module):
         dtype=None,
     ):
         super().__init__()
+        check_device_dtype(device, dtype)
         if not isinstance(vocab_sizes, Mapping) or not vocab_sizes:
             raise ValueError(
                 f"vocab_sizes must be a non-empty mapping from language name to vocabulary size, e.g. "

@@ -27,7 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_ids
+from .checks import check_device_dtype, check_ids
 
 
 def shard_range(vocab_size: int, rank: int, world_size: int) -> tuple[int, int]:
@@ -84,6 +84,7 @@ class VocabParallelEmbedding(nn.Module):
         self, vocab_size: int, d_model: int, padding_idx: int | None = None, *, group=None, device=None, dtype=None
     ):
         super().__init__()
+        check_device_dtype(device, dtype)
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError(
                 "VocabParallelEmbedding needs torch.distributed: call "

@@ -18,6 +18,8 @@ import math
 import torch
 from torch import nn
 
+from .checks import check_device_dtype
+
 
 def _check_buckets(num_buckets: int, max_distance: int, bidirectional: bool) -> None:
     if not isinstance(num_buckets, int) or num_buckets // 2 // (2 if bidirectional else 1) < 1:
@@ -84,6 +86,7 @@ class RelativePositionBias(nn.Module):
         dtype=None,
     ):
         super().__init__()
+        check_device_dtype(device, dtype)
         if not isinstance(num_heads, int) or num_heads < 1:
             raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
         _check_buckets(num_buckets, max_distance, bidirectional)

@@ -15,19 +15,8 @@ import math
 
 import torch
 
-#: rope_type -> (required keys, optional keys) of a ``rope_scaling`` dict.
-ROPE_SCALINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "default": ((), ()),
-    "linear": (("factor",), ()),
-    "ntk": (("factor",), ()),
-    "dynamic": (("factor", "original_max_position_embeddings"), ()),
-    "yarn": (
-        ("factor", "original_max_position_embeddings"),
-        ("beta_fast", "beta_slow", "attention_factor", "truncate", "mscale", "mscale_all_dim"),
-    ),
-    "llama3": (("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"), ()),
-    "longrope": (("factor", "original_max_position_embeddings", "long_factor", "short_factor"), ("attention_factor",)),
-}
+from .checks import check_number
+from .rope_config import check_factor_lists, check_rope_scaling, rotary_dims
 
 
 def _check_head_dim(head_dim: int) -> None:
@@ -35,14 +24,8 @@ def _check_head_dim(head_dim: int) -> None:
         raise ValueError(f"head_dim must be a positive even integer (RoPE rotates pairs of dims), got {head_dim}")
 
 
-def _check_base(base: float) -> None:
-    if not base > 1:
-        raise ValueError(f"base must be greater than 1, got {base}")
-
-
-def _rope_type(rope_scaling: dict | None) -> str:
-    scaling = rope_scaling or {}
-    return scaling.get("rope_type", scaling.get("type", "default"))
+def _check_base(base: float) -> float:
+    return check_number(base, "base (rope_theta)", above=1.0)
 
 
 def rope_frequencies(head_dim: int, base: float = 10000.0, *, dtype=torch.float64, device=None) -> torch.Tensor:
@@ -104,6 +87,8 @@ def yarn_ramp(
     the pair indices where ``r = beta``, floored and ceiled when ``truncate`` (the reference code).
     """
     _check_head_dim(head_dim)
+    beta_fast = check_number(beta_fast, "beta_fast", above=0.0)
+    beta_slow = check_number(beta_slow, "beta_slow", above=0.0)
 
     def pair_index(rotations: float) -> float:  # solve L0 * base**(-2i/h_d) / (2 pi) = rotations for i
         return head_dim * math.log(original_max_position_embeddings / (rotations * 2 * math.pi)) / (2 * math.log(base))
@@ -150,7 +135,8 @@ def llama3_frequencies(
     """
     if not 0 < low_freq_factor < high_freq_factor:
         raise ValueError(
-            f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low_freq_factor} and {high_freq_factor}"
+            f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low_freq_factor} and {high_freq_factor}; "
+            f"Llama 3.1 uses 1 and 4"
         )
     theta = rope_frequencies(head_dim, base)
     turns = original_max_position_embeddings / (2 * math.pi / theta)  # L0 / wavelength
@@ -165,65 +151,51 @@ def rope_parameters(
 
     Args:
         head_dim: ``h_d`` (even).
-        base: ``rope_theta``.
-        rope_scaling: ``None`` for plain RoPE, or a dict with ``"rope_type"`` (or the older ``"type"``) in
-            :data:`ROPE_SCALINGS` and its keys: ``factor`` (>= 1); ``original_max_position_embeddings`` (the
-            training length ``L0``); for YaRN optionally ``beta_fast`` (32), ``beta_slow`` (1), ``truncate``
-            (True) and ``attention_factor`` (default :func:`yarn_attention_factor`, or with ``mscale`` and
-            ``mscale_all_dim`` the ratio ``yarn_attention_factor(factor, mscale) / yarn_attention_factor(factor,
-            mscale_all_dim)``); for llama3 ``low_freq_factor`` and ``high_freq_factor``
-            (:func:`llama3_frequencies`); for LongRoPE ``short_factor`` and ``long_factor`` (``p`` divisors of the
-            frequencies, the long ones used past ``L0``) and ``attention_factor`` (default
-            ``sqrt(1 + ln(factor) / ln(L0))``).
+        base: ``rope_theta``; a ``rope_theta`` key in the dict (transformers 5's ``rope_parameters``) takes its
+            place.
+        rope_scaling: ``None`` for plain RoPE, or a dict with ``"rope_type"`` (or the older ``"type"``; ``"su"``
+            is LongRoPE) in :data:`~course_embed.rope_config.ROPE_SCALINGS` and its keys: ``factor`` (>= 1);
+            ``original_max_position_embeddings`` (the training length ``L0``); for YaRN optionally ``beta_fast``
+            (32), ``beta_slow`` (1), ``truncate`` (True) and ``attention_factor`` (default
+            :func:`yarn_attention_factor`, or with ``mscale`` and ``mscale_all_dim`` the ratio
+            ``yarn_attention_factor(factor, mscale) / yarn_attention_factor(factor, mscale_all_dim)``); for llama3
+            ``low_freq_factor`` and ``high_freq_factor`` (:func:`llama3_frequencies`); for LongRoPE
+            ``short_factor`` and ``long_factor`` (``p`` divisors of the frequencies, the long ones used past
+            ``L0``) and ``attention_factor`` (default ``sqrt(1 + ln(factor) / ln(L0))``). Any type may carry
+            ``partial_rotary_factor`` ``f``: the frequencies are those of the ``int(h_d f)`` rotated dims, as
+            transformers computes them.
         seq_len: current sequence length, used by ``"dynamic"`` and ``"longrope"`` only.
 
+    Every value is checked (:func:`~course_embed.rope_config.check_rope_scaling`): ``nan``/``inf``, a zero
+    attention factor, ``beta_fast <= beta_slow`` or factor lists of the wrong length raise a ``ValueError``.
     Linear interpolation divides the frequencies by ``factor``, which is the same as dividing positions by it.
     """
-    rope_type = _rope_type(rope_scaling)
-    scaling = {key: value for key, value in (rope_scaling or {}).items() if key not in ("rope_type", "type")}
-    if rope_type not in ROPE_SCALINGS:
-        raise ValueError(f"rope_scaling['rope_type'] must be one of {tuple(ROPE_SCALINGS)}, got {rope_type!r}")
-    required, optional = ROPE_SCALINGS[rope_type]
-    missing = [key for key in required if key not in scaling]
-    unknown = [key for key in scaling if key not in required + optional]
-    if missing or unknown:
-        raise ValueError(
-            f"rope_scaling of type {rope_type!r} needs the keys {required} and accepts {optional}; "
-            f"missing {missing}, unknown {unknown}"
-        )
-    factor = float(scaling.get("factor", 1.0))
-    if factor < 1:
-        raise ValueError(f"rope_scaling['factor'] must be >= 1 (new length / training length), got {factor}")
+    _check_head_dim(head_dim)
+    scaling = check_rope_scaling(rope_scaling)
+    kind = scaling["rope_type"]
+    base = _check_base(scaling.get("rope_theta", base))
+    dim = rotary_dims(head_dim, scaling)
+    check_factor_lists(scaling, dim // 2)
+    factor = scaling.get("factor", 1.0)
     original = scaling.get("original_max_position_embeddings", 1)
-    if not isinstance(original, int) or original < 1:
-        raise ValueError(
-            f"rope_scaling['original_max_position_embeddings'] must be a positive integer (the "
-            f"training length), got {original!r}"
-        )
-    if rope_type == "default":
-        return rope_frequencies(head_dim, base), 1.0
-    if rope_type == "linear":
-        return rope_frequencies(head_dim, base) / factor, 1.0
-    if rope_type == "ntk":
-        return rope_frequencies(head_dim, ntk_base(base, head_dim, factor)), 1.0
-    if rope_type == "dynamic":
-        return rope_frequencies(head_dim, dynamic_ntk_base(base, head_dim, factor, seq_len or 0, original)), 1.0
-    if rope_type == "llama3":
+    if kind == "default":
+        return rope_frequencies(dim, base), 1.0
+    if kind == "linear":
+        return rope_frequencies(dim, base) / factor, 1.0
+    if kind == "ntk":
+        return rope_frequencies(dim, ntk_base(base, dim, factor)), 1.0
+    if kind == "dynamic":
+        return rope_frequencies(dim, dynamic_ntk_base(base, dim, factor, seq_len or 0, original)), 1.0
+    if kind == "llama3":
         return llama3_frequencies(
-            head_dim, base, factor, original, float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+            dim, base, factor, original, scaling["low_freq_factor"], scaling["high_freq_factor"]
         ), 1.0
     attention = scaling.get("attention_factor")
-    if rope_type == "longrope":
+    if kind == "longrope":
         divisors = scaling["long_factor"] if (seq_len or 0) > original else scaling["short_factor"]
-        if len(divisors) != head_dim // 2:
-            raise ValueError(
-                f"rope_scaling['long_factor'] and ['short_factor'] need head_dim / 2 = "
-                f"{head_dim // 2} values, got {len(divisors)}"
-            )
         if attention is None:
             attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
-        divisors = torch.tensor(divisors, dtype=torch.float64)
-        return rope_frequencies(head_dim, base) / divisors, float(attention)
+        return rope_frequencies(dim, base) / torch.tensor(divisors, dtype=torch.float64), float(attention)
     if attention is None:
         mscale, mscale_all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
         attention = (
@@ -231,9 +203,8 @@ def rope_parameters(
             if mscale and mscale_all_dim
             else yarn_attention_factor(factor)
         )
-    attention = float(attention)
     theta = yarn_frequencies(
-        head_dim,
+        dim,
         base,
         factor,
         original,
@@ -241,4 +212,22 @@ def rope_parameters(
         scaling.get("beta_slow", 1.0),
         scaling.get("truncate", True),
     )
-    return theta, attention
+    return theta, float(attention)
+
+
+def softmax_scale(qk_head_dim: int, rope_scaling: dict | None = None) -> float:
+    """The attention logits' scale: ``qk_head_dim**-0.5``, times ``m**2`` for a DeepSeek YaRN config.
+
+    DeepSeek-V2/V3 set ``mscale_all_dim`` and scale the **softmax** as well as cos/sin:
+    ``scale = qk_head_dim**-0.5 * m**2`` with ``m = 0.1 * mscale_all_dim * ln(factor) + 1`` (1 when ``factor <=
+    1``), where ``qk_head_dim`` is the whole query/key head (DeepSeek-V3: 128 + 64 = 192), not the rotated part.
+    Combined with cos/sin multiplied by ``yarn_attention_factor(factor, mscale) / m`` (:func:`rope_parameters`),
+    the logits grow by ``yarn_attention_factor(factor, mscale)**2`` overall. Without ``mscale_all_dim`` (other
+    YaRN configs) the scale is the plain ``qk_head_dim**-0.5``. Reference: transformers' ``yarn_apply_mscale``.
+    """
+    scaling = check_rope_scaling(rope_scaling)
+    scale = qk_head_dim**-0.5
+    mscale_all_dim = scaling.get("mscale_all_dim")
+    if scaling["rope_type"] != "default" and mscale_all_dim:
+        scale *= yarn_attention_factor(scaling["factor"], mscale_all_dim) ** 2
+    return scale

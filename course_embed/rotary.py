@@ -13,21 +13,20 @@ Which two dims form pair ``i`` is a *layout*; both are in use and give the same 
 of ``W_q`` and ``W_k`` are permuted to match (:func:`layout_permutation`): ``"interleaved"``, dims ``(2i, 2i + 1)``
 (RoFormer, Meta's LLaMA and GPT-J code), computed for float32/float64 as one complex multiplication
 ``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)``; and ``"half"``, dims ``(i, i + h_d/2)`` (``rotate_half``: GPT-NeoX,
-the Hugging Face LLaMA checkpoints), computed with four in-place multiply-adds on the half-width views (as is the
-interleaved layout in other dtypes).
+the Hugging Face checkpoints), computed as one full-width product and two half-width multiply-adds
+(:mod:`course_embed.rope_apply`).
 
 Context extension (``rope_scaling``, with the key names model configs use; the formulas are in
-:mod:`course_embed.rope_scaling`): ``"linear"`` position interpolation
-(Chen et al., 2023), ``"ntk"`` NTK-aware base scaling (bloc97, 2023), ``"dynamic"`` NTK (emozilla, 2023),
-``"yarn"`` (Peng et al., 2024), which also sets an attention temperature (with DeepSeek's ``mscale`` options),
+:mod:`course_embed.rope_scaling`, the checks and the reading of whole model configs in
+:mod:`course_embed.rope_config`): ``"linear"`` position interpolation (Chen et al., 2023), ``"ntk"`` NTK-aware base
+scaling (bloc97, 2023), ``"dynamic"`` NTK (emozilla, 2023), ``"yarn"`` (Peng et al., 2024), which also sets an
+attention temperature (with DeepSeek's ``mscale`` options, see :func:`~course_embed.rope_scaling.softmax_scale`),
 ``"llama3"`` (Llama 3.1: a wavelength-based blend of keeping and interpolating) and ``"longrope"`` (Ding et al.,
 2024: one searched factor per pair, a short and a long set). The formulas follow Hugging Face
 ``transformers.modeling_rope_utils``, against which ``tests/test_oracles.py`` checks them.
 
-cos/sin are computed from float64 angles and cached in float64 per length. A float64 input is rotated with the
-float64 table; every other dtype gets the table rounded to float32 first and then cast (once per device and
-dtype), so float32 results do not depend on whether float64 was ever asked for. Angles in half precision are a
-known bug (positions above 256 collide in bfloat16).
+Angles are computed in float64 and rounded to float32 before any narrower cast (angles in half precision are a known
+bug: positions above 256 collide in bfloat16); a float64 input gets float64 tables.
 """
 
 from __future__ import annotations
@@ -36,17 +35,19 @@ from typing import Literal
 
 import torch
 from torch import nn
-from torch.autograd.function import once_differentiable
 
+from .checks import check_offset
+from .rope_apply import rotate, rotation_tables
+from .rope_config import ROPE_SCALINGS, check_rope_scaling, rope_kwargs, rotary_dims
 from .rope_scaling import (  # the scalings RotaryEmbedding applies; ce.rope_parameters etc. come from here
-    ROPE_SCALINGS,
+    _check_base,
     _check_head_dim,
-    _rope_type,
     dynamic_ntk_base,
     llama3_frequencies,
     ntk_base,
     rope_frequencies,
     rope_parameters,
+    softmax_scale,
     yarn_attention_factor,
     yarn_frequencies,
     yarn_ramp,
@@ -56,6 +57,8 @@ from .rope_scaling import (  # the scalings RotaryEmbedding applies; ce.rope_par
 __all__ = [
     "LAYOUTS",
     "ROPE_SCALINGS",
+    "DYNAMIC_RULES",
+    "DynamicRule",
     "Layout",
     "RotaryEmbedding",
     "dynamic_ntk_base",
@@ -64,6 +67,7 @@ __all__ = [
     "ntk_base",
     "rope_frequencies",
     "rope_parameters",
+    "softmax_scale",
     "yarn_attention_factor",
     "yarn_frequencies",
     "yarn_ramp",
@@ -71,6 +75,8 @@ __all__ = [
 
 Layout = Literal["interleaved", "half"]
 LAYOUTS: tuple[str, ...] = ("interleaved", "half")
+DynamicRule = Literal["paper", "transformers"]
+DYNAMIC_RULES: tuple[str, ...] = ("paper", "transformers")
 
 
 def layout_permutation(head_dim: int) -> torch.Tensor:
@@ -85,71 +91,49 @@ def layout_permutation(head_dim: int) -> torch.Tensor:
     return torch.stack((torch.arange(half), torch.arange(half, head_dim)), dim=-1).flatten()
 
 
-def _pairs(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Views of the first and second members of every pair: two ``(..., p)`` tensors."""
-    if layout == "interleaved":
-        return x[..., 0::2], x[..., 1::2]
-    half = x.shape[-1] // 2
-    return x[..., :half], x[..., half:]
-
-
-def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
-    """Rotate every pair of ``x`` ``(..., s, h_d)`` by cos/sin ``(s, p)``, writing straight into the result."""
-    out = torch.empty_like(x)
-    x1, x2 = _pairs(x, layout)
-    o1, o2 = _pairs(out, layout)
-    torch.mul(x1, cos, out=o1)
-    o1.addcmul_(x2, sin, value=-1)
-    torch.mul(x2, cos, out=o2)
-    o2.addcmul_(x1, sin)
-    return out
-
-
-class _PairRotation(torch.autograd.Function):
-    """Autograd for :func:`_rotate_pairs`: the gradient of a rotation is the inverse rotation (``sin -> -sin``)."""
-
-    @staticmethod
-    def forward(ctx, x, cos, sin, layout):
-        ctx.save_for_backward(cos, sin)
-        ctx.layout = layout
-        return _rotate_pairs(x, cos, sin, layout)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        cos, sin = ctx.saved_tensors
-        return _rotate_pairs(grad, cos, -sin, ctx.layout), None, None, None
-
-
-def _complex_view(x: torch.Tensor) -> torch.Tensor:
-    """``x`` ``(..., h_d)`` seen as ``(..., p)`` complex numbers ``x_{2i} + i x_{2i+1}`` (a copy only if needed)."""
-    if x.stride(-1) != 1 or x.storage_offset() % 2 or any(step % 2 for step in x.stride()[:-1]):
-        x = x.contiguous()
-    return torch.view_as_complex(x.unflatten(-1, (-1, 2)))
-
-
 class RotaryEmbedding(nn.Module):
     """Rotates queries and keys by their positions (RoPE), optionally with a context-extension scaling.
 
     Args:
         head_dim: ``h_d`` (even).
-        base: ``rope_theta``, 10000 in RoFormer and LLaMA.
-        layout: ``"interleaved"`` (adjacent pairs, RoFormer; the fast path) or ``"half"`` (rotate_half, LLaMA-HF).
-        rope_scaling: ``None`` or a config dict, see :func:`rope_parameters`. ``attention_factor`` (YaRN's
-            temperature) multiplies cos and sin, so rotated vectors are that much longer.
-        max_len: rows of the cos/sin cache built up front; longer inputs grow it (to at least twice its size).
+        base: ``rope_theta``, 10000 in RoFormer and LLaMA (a ``rope_theta`` key in ``rope_scaling`` takes its place).
+        layout: ``"interleaved"`` (adjacent pairs, RoFormer) or ``"half"`` (rotate_half, the Hugging Face
+            checkpoints).
+        rope_scaling: ``None`` or a config dict, see :func:`rope_parameters`; checked here, at construction.
+            ``attention_factor`` (YaRN's temperature) multiplies cos and sin, so rotated vectors are that much
+            longer. With ``partial_rotary_factor`` ``f`` only the first ``int(h_d f)`` dims of each head rotate.
+            For a whole model config use :meth:`from_config`.
+        max_len: rows of the cos/sin tables built at the first call (per device and dtype).
+        dynamic_rule: which length sets dynamic NTK's base, see below.
 
     Shapes:
-        ``forward(q, k, offset)``: ``(b, h, s, h_d)`` each -> the rotated ``(q, k)``, same shapes, dtypes and
-        devices; positions are ``offset .. offset + s - 1`` (``offset`` = tokens already in a KV cache). ``q`` and
-        ``k`` may differ in ``b`` and ``h`` (grouped-query attention).
+        ``forward(q, k, offset=0, position_ids=None)``: ``(b, h, s, h_d)`` each -> the rotated ``(q, k)``, same
+        shapes, dtypes and devices. Positions are ``offset .. offset + s - 1`` (``offset``: tokens already in a KV
+        cache; an int, a numpy integer or a 0-d tensor), or per sequence: ``position_ids`` ``(b, s)`` (or
+        ``(1, s)``) as Hugging Face takes them, or a 1-d ``offset`` tensor ``(b,)`` meaning ``offset[:, None] +
+        arange(s)``. A left-padded batch decodes correctly with ``position_ids = attention_mask.cumsum(-1) - 1``
+        (pad positions clamped to 0). ``q`` and ``k`` may differ in ``h`` (grouped-query attention).
 
-    Frequencies that depend on the current length ``offset + s``: ``"dynamic"`` past ``original_max_position_
-    embeddings`` computes the rows it needs from the base for that length (a decoding step costs the same at any
-    position); ``"longrope"`` keeps one table for the short and one for the long factors. Keys rotated earlier in
-    a KV cache keep their old frequencies, as in the reference implementation.
+    Tables: the rows for positions ``0 .. max(max_len, end) - 1`` are kept per (frequency set, device, dtype),
+    keys this module controls, never data pointers. They are built by a call that ends within ``max_len`` or
+    covers at least half of the rows up to its end (a cost proportional to the call's own length); a shorter call
+    past them (a decoding step, or the first step with LongRoPE's long factors) computes its own rows and keeps
+    nothing, so no step pays for a rebuild and the memory held is what ``max_len`` and the longest prompt need.
 
-    Reference: complex multiplication ``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)`` in float64 (tests).
+    Dynamic NTK (``"dynamic"``): up to the original length ``L0`` plain RoPE; past it the base grows with a length
+    ``L``, ``base * (factor L / L0 - (factor - 1))**(h_d / (h_d - 2))``, and every row of the call is computed with
+    it (keys already in a KV cache keep the frequencies they were rotated with). ``dynamic_rule="paper"``
+    (default): ``L`` is the current length ``offset + s`` (the rule of the YaRN paper, section 3.3; stateless).
+    ``dynamic_rule="transformers"``: Hugging Face's ``dynamic_rope_update``, which is stateful: ``L`` is the longest
+    length seen so far, kept until a call shorter than ``L0`` resets it to ``L0``. The two differ whenever a call is
+    shorter than an earlier one but longer than ``L0``: a prompt of 1.25 L0 after one of 1.5 L0 uses 1.5 L0 under
+    the transformers rule, 1.25 L0 under the paper's; decoding steps at 2 L0 after a longer prompt likewise.
+    transformers' dynamic ``L0`` is ``max_position_embeddings`` (:meth:`from_config` sets it so).
+
+    LongRoPE uses the long factors for every position once the call reaches past ``L0`` (as transformers does).
+
+    Reference: complex multiplication ``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)`` in float64, and transformers'
+    ``apply_rotary_pos_emb`` (tests).
     """
 
     def __init__(
@@ -160,110 +144,183 @@ class RotaryEmbedding(nn.Module):
         layout: Layout = "interleaved",
         rope_scaling: dict | None = None,
         max_len: int = 2048,
+        dynamic_rule: DynamicRule = "paper",
     ):
         super().__init__()
         _check_head_dim(head_dim)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-        if max_len < 1:
-            raise ValueError(f"max_len must be a positive integer, got {max_len}")
-        self.head_dim, self.base, self.layout = head_dim, base, layout
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+            raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
+        if dynamic_rule not in DYNAMIC_RULES:
+            raise ValueError(
+                f"dynamic_rule must be one of {DYNAMIC_RULES} (the current length, or transformers' longest length "
+                f"seen), got {dynamic_rule!r}"
+            )
+        scaling = check_rope_scaling(rope_scaling)
+        theta = scaling.get("rope_theta")
+        if theta is not None and base != 10000.0 and theta != base:
+            raise ValueError(f"base={base} and rope_scaling['rope_theta']={theta} disagree; give the base in one place")
+        self.head_dim, self.base, self.layout = head_dim, _check_base(theta or base), layout
         self.rope_scaling = dict(rope_scaling) if rope_scaling else None
-        self.rope_type = _rope_type(rope_scaling)
-        _, self.attention_factor = rope_parameters(head_dim, base, rope_scaling)  # validates rope_scaling
-        self._original = (self.rope_scaling or {}).get("original_max_position_embeddings", 1)
-        self._masters: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # variant -> float64 (rows, p) cos, sin
-        self._derived: dict[tuple, tuple[torch.Tensor, tuple[torch.Tensor, ...]]] = {}  # casts of a master
-        self._master("long" if self.rope_type == "longrope" and max_len > self._original else "plain", max_len)
+        self.rope_type = scaling["rope_type"]
+        self.rotary_dim = rotary_dims(head_dim, scaling)
+        self.max_len, self.dynamic_rule = max_len, dynamic_rule
+        self._scaling = scaling
+        # frequency set -> (theta (p,) float64, attention factor); rope_parameters checks every value now
+        self._theta = {"plain": rope_parameters(head_dim, self.base, scaling)}
+        if self.rope_type == "longrope":
+            self._theta["long"] = rope_parameters(head_dim, self.base, scaling, seq_len=self._original + 1)
+        self.attention_factor = self._theta["plain"][1]
+        self._tables: dict[tuple, tuple[torch.Tensor, ...]] = {}  # (set, device, dtype) -> rows 0 .. n - 1
+        self._longest = self._original  # the transformers rule's state
 
-    def _variant(self, end: int) -> str:
-        """Which frequencies positions up to ``end`` use: ``"plain"``, ``"long"`` (LongRoPE) or ``"row"``
-        (dynamic NTK past the original length: computed per call, never cached)."""
-        if end > self._original and self.rope_type in ("dynamic", "longrope"):
-            return "row" if self.rope_type == "dynamic" else "long"
-        return "plain"
+    @classmethod
+    def from_config(cls, config, *, layout: Layout = "half", **kwargs) -> RotaryEmbedding:
+        """The rotary embedding of a model config, read as transformers reads it.
 
-    def _angles(self, start: int, end: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """float64 cos and sin (times the attention factor) of positions ``start .. end - 1``: ``(rows, p)``."""
-        theta, scale = rope_parameters(self.head_dim, self.base, self.rope_scaling, seq_len=seq_len)
-        angles = torch.arange(start, end, dtype=torch.float64)[:, None] * theta
+        Args:
+            config: a transformers config object or its dict (transformers 4 ``rope_scaling`` or 5
+                ``rope_parameters``); see :func:`~course_embed.rope_config.rope_kwargs` for what is read.
+            layout: ``"half"``, the layout of Hugging Face checkpoints.
+            kwargs: other arguments of the constructor (``max_len``, ``dynamic_rule``).
+        """
+        return cls(**(rope_kwargs(config) | {"layout": layout} | kwargs))
+
+    @property
+    def _original(self) -> int:
+        return self._scaling.get("original_max_position_embeddings", 1)
+
+    def _frequency_set(self, end: int, update: bool = True) -> str | int:
+        """The frequencies for a call reaching position ``end - 1``: ``"plain"``, ``"long"``, or a dynamic length."""
+        if self.rope_type == "longrope":
+            return "long" if end > self._original else "plain"
+        if self.rope_type != "dynamic":
+            return "plain"
+        length = end
+        if self.dynamic_rule == "transformers":
+            length = end if end > self._longest else (self._original if end < self._original else self._longest)
+            if update:
+                self._longest = length
+        return length if length > self._original else "plain"
+
+    def _angles(self, which: str | int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """float64 cos and sin (times the attention factor) at ``positions`` ``(n,)`` or ``(b, s)``: ``(..., p)``."""
+        if isinstance(which, int):  # dynamic NTK at length `which`
+            scaling = self._scaling
+            base = dynamic_ntk_base(self.base, self.rotary_dim, scaling["factor"], which, self._original)
+            theta, scale = rope_frequencies(self.rotary_dim, base), 1.0
+        else:
+            theta, scale = self._theta[which]
+        device = positions.device if positions.device.type in ("cpu", "cuda") else "cpu"  # MPS has no float64
+        angles = positions.to(device=device, dtype=torch.float64)[..., None] * theta.to(device)
         return angles.cos() * scale, angles.sin() * scale
 
-    def _master(self, variant: str, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The cached float64 table of ``variant`` with at least ``rows`` rows (grown to twice its size)."""
-        cached = self._masters.get(variant)
-        if cached is None or cached[0].shape[0] < rows:
-            size = max(rows, 2 * cached[0].shape[0]) if cached is not None else rows
-            seq_len = self._original + 1 if variant == "long" else min(size, self._original)
-            self._masters[variant] = self._angles(0, size, seq_len)
-        return self._masters[variant]
+    def _rows(self, start: int, end: int, position_ids, device, dtype) -> tuple[torch.Tensor, ...]:
+        """Rotation tables for positions ``start .. end - 1`` ``(s, w)``, or at ``position_ids`` ``(b, 1, s, w)``."""
+        which = self._frequency_set(end)
+        key = (which, torch.device(device), dtype)
+        tables = self._tables.get(key) if isinstance(which, str) else None
+        if isinstance(which, str) and (tables is None or tables[0].shape[0] < end):
+            if 2 * (end - start) >= end or end <= self.max_len:  # the call covers half the rows: build them
+                size = max(end, self.max_len)
+                tables = rotation_tables(*self._angles(which, torch.arange(size)), self.layout, dtype, device)
+                self._tables[key] = tables
+            else:
+                tables = None  # a short call past the tables (a decoding step): its own rows, below
+        if tables is None:
+            positions = torch.arange(start, end) if position_ids is None else position_ids
+            tables = rotation_tables(*self._angles(which, positions), self.layout, dtype, device)
+            return tuple(t[:, None] for t in tables) if position_ids is not None else tables
+        if position_ids is None:
+            return tuple(t[start:end] for t in tables)
+        return tuple(t[position_ids.to(t.device)][:, None] for t in tables)  # (b, 1, s, w)
 
-    @staticmethod
-    def _cast(cos: torch.Tensor, sin: torch.Tensor, device: torch.device, dtype: torch.dtype) -> tuple:
-        """float64 cos/sin as ``dtype`` on ``device``: ``(cos, sin)`` or ``(cis,)`` for a complex dtype.
-        Anything but float64 and complex128 is rounded to float32 first."""
-        if dtype not in (torch.float64, torch.complex128):
-            cos, sin = cos.float(), sin.float()
-        if dtype.is_complex:
-            return (torch.complex(cos, sin).to(device=device, dtype=dtype),)
-        return cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype)
+    def _positions(self, x: torch.Tensor, offset, position_ids) -> tuple[int, int, torch.Tensor | None]:
+        """``(start, end, position_ids or None)`` of a call on ``x`` ``(b, h, s, h_d)``, checked."""
+        b, length = x.shape[0], x.shape[-2]
+        if isinstance(offset, torch.Tensor) and offset.dim() == 1:
+            if position_ids is not None:
+                raise ValueError("give per-sequence positions once: a 1-d offset or position_ids, not both")
+            position_ids, offset = offset[:, None] + torch.arange(length, device=offset.device), 0
+        if position_ids is None:
+            start = check_offset(offset)
+            return start, start + length, None
+        if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point():
+            raise TypeError("position_ids must be an integer tensor of shape (batch, seq), e.g. mask.cumsum(-1) - 1")
+        if position_ids.dim() == 1:
+            position_ids = position_ids[None]
+        if position_ids.dim() != 2 or position_ids.shape[1] != length or position_ids.shape[0] not in (1, b):
+            message = (
+                f"position_ids of shape {tuple(position_ids.shape)} do not match x of shape {tuple(x.shape)}: they "
+                f"must be (batch, seq) = ({b}, {length}) or (1, {length}); x is (batch, heads, seq, head_dim)"
+            )
+            if position_ids.shape[-1] == x.shape[1]:
+                message += ", and yours looks (batch, seq, heads, head_dim): use x.transpose(1, 2)"
+            raise ValueError(message)
+        if check_offset(offset) != 0:
+            raise ValueError("give positions once: offset or position_ids, not both (add the offset to the ids)")
+        lo, hi = (int(v) for v in torch.aminmax(position_ids)) if position_ids.numel() else (0, -1)
+        if lo < 0:
+            raise ValueError(f"position_ids must be >= 0, got {lo}; clamp the pad positions, e.g. .clamp(min=0)")
+        return 0, hi + 1, position_ids.long()
 
-    def _rows(self, offset: int, length: int, device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-        """cos/sin (or cis) for positions ``offset .. offset + length - 1`` in ``dtype`` on ``device``."""
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0 (the position of the first token), got {offset}")
-        end, device = offset + length, torch.device(device or "cpu")
-        variant = self._variant(end)
-        if variant == "row":
-            return self._cast(*self._angles(offset, end, end), device, dtype)
-        cos, sin = self._master(variant, end)
-        key = (variant, device, dtype)
-        source, tables = self._derived.get(key, (None, ()))
-        if source is not cos:  # first use, or the master grew since
-            tables = self._cast(cos, sin, device, dtype)
-            self._derived[key] = (cos, tables)
-        return tuple(t[offset:end] for t in tables)
+    def _check(self, x: torch.Tensor, name: str = "x") -> None:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            kind = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+            raise TypeError(
+                f"{name}: RoPE rotates floating-point queries/keys of shape (batch, heads, seq, head_dim), got {kind}"
+            )
+        if x.dim() != 4 or x.shape[-1] != self.head_dim:
+            raise ValueError(
+                f"{name} must have shape (batch, heads, seq, head_dim={self.head_dim}), got {tuple(x.shape)}; "
+                f"from (batch, seq, heads, head_dim) use {name}.transpose(1, 2)"
+            )
 
     def cos_sin(
         self, length: int, offset: int = 0, *, dtype=torch.float32, device=None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin (times the attention factor) for positions ``offset .. offset + length - 1``: ``(s, p)`` each."""
-        cos, sin = self._rows(offset, length, device, dtype)
-        return cos, sin
+        """cos and sin (times the attention factor) for positions ``offset .. offset + length - 1``: ``(s, p)`` each.
 
-    def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """Rotate ``x`` ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1``; returns ``(b, h, s, h_d)``."""
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            kind = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-            raise TypeError(
-                f"RoPE rotates floating-point queries/keys of shape (batch, heads, seq, head_dim), got {kind}"
-            )
-        if x.dim() != 4 or x.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"x must have shape (batch, heads, seq, head_dim={self.head_dim}), got {tuple(x.shape)}; "
-                f"from (batch, seq, heads, head_dim) use x.transpose(1, 2)"
-            )
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0 (the position of the first token), got {offset}")
-        length = x.shape[-2]
-        if self.layout == "interleaved" and x.dtype in (torch.float32, torch.float64):
-            complex_dtype = torch.complex64 if x.dtype == torch.float32 else torch.complex128
-            (cis,) = self._rows(offset, length, x.device, complex_dtype)
-            return torch.view_as_real(_complex_view(x) * cis).flatten(-2)
-        cos, sin = self._rows(offset, length, x.device, x.dtype)
-        return _PairRotation.apply(x, cos, sin, self.layout)
+        Computed afresh from float64 angles (no tables, no state changed), rounded through float32 for narrower
+        dtypes.
+        """
+        offset = check_offset(offset)
+        which = self._frequency_set(offset + length, update=False)
+        cos, sin = self._angles(which, torch.arange(offset, offset + length))
+        if dtype != torch.float64:
+            cos, sin = cos.float(), sin.float()
+        return cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotate queries and keys ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1``."""
+    def rotate(self, x: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Rotate ``x`` ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1`` (or ``position_ids``
+        ``(b, s)``); returns ``(b, h, s, h_d)``."""
+        self._check(x)
+        start, end, ids = self._positions(x, offset, position_ids)
+        return rotate(x, self._rows(start, end, ids, x.device, x.dtype), self.layout, self.rotary_dim)
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate queries and keys ``(b, h, s, h_d)`` at the same positions (see the class docstring)."""
+        self._check(q, "q")
+        self._check(k, "k")
         if q.shape[-2] != k.shape[-2]:
-            raise ValueError(
-                f"q and k must cover the same positions, got {q.shape[-2]} and {k.shape[-2]} tokens; "
-                f"rotate new keys before appending them to the cache"
+            message = (
+                f"q and k must cover the same positions, got {q.shape[-2]} and {k.shape[-2]} tokens in dim 2 "
+                f"(q and k are (batch, heads, seq, head_dim)); rotate new keys before appending them to the cache"
             )
-        return self.rotate(q, offset), self.rotate(k, offset)
+            if q.shape[1] == k.shape[1]:
+                message += ", or if yours are (batch, seq, heads, head_dim) use .transpose(1, 2)"
+            raise ValueError(message)
+        start, end, ids = self._positions(q, offset, position_ids)
+        tables = self._rows(start, end, ids, q.device, q.dtype)
+        if k.dtype != q.dtype or k.device != q.device:
+            return rotate(q, tables, self.layout, self.rotary_dim), self.rotate(k, offset, position_ids)
+        return rotate(q, tables, self.layout, self.rotary_dim), rotate(k, tables, self.layout, self.rotary_dim)
 
     def extra_repr(self) -> str:
+        partial = f", rotary_dim={self.rotary_dim}" if self.rotary_dim != self.head_dim else ""
         return (
-            f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, "
-            f"scaling={_rope_type(self.rope_scaling)!r}"
+            f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, scaling={self.rope_type!r}{partial}"
         )

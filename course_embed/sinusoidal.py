@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_features
+from .checks import check_device_dtype, check_features, check_number, check_offset
 
 
 def _angle_dtype(device: torch.device) -> torch.dtype:
@@ -34,8 +34,7 @@ def inverse_frequencies(d_model: int, base: float = 10000.0, *, device=None, dty
             f"d_model must be a positive even number (sin/cos come in pairs), got {d_model}; "
             f"use {d_model + 1 if d_model % 2 else 2}"
         )
-    if not base > 1:
-        raise ValueError(f"base must be greater than 1, got {base}")
+    base = check_number(base, "base", above=1.0)
     exponents = torch.arange(0, d_model, 2, device=device, dtype=dtype) / d_model
     return base**-exponents
 
@@ -58,8 +57,7 @@ def sinusoidal_table(
     """
     if length < 0:
         raise ValueError(f"length must be >= 0, got {length}")
-    if offset < 0:
-        raise ValueError(f"offset must be >= 0 (the first position), got {offset}")
+    offset = check_offset(offset)
     device = torch.device(device) if device is not None else torch.device("cpu")
     work = _angle_dtype(device)
     positions = torch.arange(offset, offset + length, device=device, dtype=work)
@@ -103,6 +101,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0, device=None):
         super().__init__()
+        check_device_dtype(device)
         self.d_model, self.base = d_model, base
         self.register_buffer("table", sinusoidal_table(max_len, d_model, base, device=device), persistent=False)
         self._casts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (dtype, device) -> (source, cast)
@@ -126,8 +125,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def encoding(self, length: int, offset: int = 0, *, dtype=None, device=None) -> torch.Tensor:
         """Rows for positions ``offset .. offset + length - 1``: ``(length, d)``, cast to ``dtype``/``device``."""
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0 (the position of the first token), got {offset}")
+        offset = check_offset(offset)
         end = offset + length
         if end > self.table.shape[0]:
             new_len = max(end, 2 * self.table.shape[0])

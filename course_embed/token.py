@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .checks import check_ids
+from .checks import check_device_dtype, check_ids
 
 Init = Literal["normal", "xavier_uniform", "scaled_normal"]
 INITS: tuple[str, ...] = ("normal", "xavier_uniform", "scaled_normal")
@@ -105,6 +105,7 @@ class TokenEmbedding(nn.Module):
                 f"padding_idx={padding_idx} is outside the vocabulary [0, {vocab_size}); "
                 f"use an id in that range (e.g. 0), or None for no pad token"
             )
+        check_device_dtype(device, dtype)
         self.vocab_size, self.d_model = vocab_size, d_model
         self.padding_idx, self.scale, self.sparse = padding_idx, scale, sparse
         self.init = init or ("scaled_normal" if scale else "normal")

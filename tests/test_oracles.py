@@ -156,3 +156,234 @@ def test_the_oracle_can_fail():
     hf, _ = hf_rope(64, 10000.0 * 8.0, "default")
     assert not torch.allclose(freqs, hf, **FREQ_TOL)
     assert math.isclose(freqs[0].item(), hf[0].item())  # the fastest pair agrees, the rest do not
+
+
+# --- real model configs, built offline from their published values --------------------------------------------
+
+from transformers import DeepseekV3Config, Phi3Config, Qwen2Config  # noqa: E402
+from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf_deepseek  # noqa: E402
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb  # noqa: E402
+from transformers.models.phi3 import modeling_phi3 as hf_phi3  # noqa: E402
+from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding  # noqa: E402
+
+from course_embed import RotaryEmbedding, layout_permutation  # noqa: E402
+from course_embed.rope_config import rope_kwargs  # noqa: E402
+from course_embed.rope_scaling import softmax_scale  # noqa: E402
+
+PHI35_LONG = [
+    1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601, 1.5899999141693115,
+    1.600000023841858, 1.6200000047683716, 2.620000123977661, 3.2300000190734863, 3.2300000190734863,
+    4.789999961853027, 7.400000095367432, 7.700000286102295, 9.09000015258789, 12.199999809265137,
+    17.670000076293945, 24.46000099182129, 28.57000160217285, 30.420001983642578, 30.840002059936523,
+    32.590003967285156, 32.93000411987305, 42.320003509521484, 44.96000289916992, 50.340003967285156,
+    50.45000457763672, 57.55000305175781, 57.93000411987305, 58.21000289916992, 60.1400032043457,
+    62.61000442504883, 62.62000274658203, 62.71000289916992, 63.1400032043457, 63.1400032043457,
+    63.77000427246094, 63.93000411987305, 63.96000289916992, 63.970001220703125, 64.02999877929688,
+    64.06999969482422, 64.08000183105469, 64.12000274658203, 64.41000366210938, 64.4800033569336,
+    64.51000213623047, 64.52999877929688, 64.83999633789062,
+]  # fmt: skip
+PHI35_SHORT = [
+    1.0, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705, 1.0499999523162842, 1.0499999523162842,
+    1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0699999332427979, 1.0999999046325684,
+    1.1099998950958252, 1.1599998474121094, 1.1599998474121094, 1.1699998378753662, 1.2899998426437378,
+    1.339999794960022, 1.679999828338623, 1.7899998426437378, 1.8199998140335083, 1.8499997854232788,
+    1.8799997568130493, 1.9099997282028198, 1.9399996995925903, 1.9899996519088745, 2.0199997425079346,
+    2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346,
+    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
+    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0799996852874756,
+    2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533, 2.729999542236328,
+    2.749999523162842, 2.8399994373321533,
+]  # fmt: skip
+PHI4_MINI_LONG = [
+    1, 1.118320672, 1.250641126, 1.398617824, 1.564103225, 1.74916897, 1.956131817, 2.187582649, 2.446418898,
+    2.735880826, 3.059592084, 3.421605075, 3.826451687, 4.279200023, 4.785517845, 5.351743533, 5.984965424,
+    6.693110555, 7.485043894, 8.370679318, 9.36110372, 10.4687158, 11.70738129, 13.09260651, 14.64173252,
+    16.37415215, 18.31155283, 20.47818807, 22.90118105, 25.61086418, 28.64115884, 32.03, 32.1, 32.13, 32.23,
+    32.6, 32.61, 32.64, 32.66, 32.7, 32.71, 32.93, 32.97, 33.28, 33.49, 33.5, 44.16, 47.77,
+]  # fmt: skip
+LLAMA31_SCALING = {
+    "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}  # fmt: skip
+
+
+def real_configs():
+    """(name, config, the model's rotary class, its apply function, our layout) for published configs."""
+    llama = dict(num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072)
+    deepseek_scaling = {
+        "type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0,
+        "original_max_position_embeddings": 4096,
+    }  # fmt: skip
+    phi = dict(hidden_size=3072, max_position_embeddings=131072, original_max_position_embeddings=4096)
+    return [
+        (
+            "llama-3.1-8b",
+            LlamaConfig(hidden_size=4096, rope_theta=500000.0, rope_scaling=dict(LLAMA31_SCALING), **llama),
+            LlamaRotaryEmbedding,
+            apply_rotary_pos_emb,
+            "half",
+        ),
+        (
+            "llama-3.2-1b",
+            LlamaConfig(
+                hidden_size=2048, head_dim=64, rope_theta=500000.0, rope_scaling=LLAMA31_SCALING | {"factor": 32.0}
+            ),
+            LlamaRotaryEmbedding,
+            apply_rotary_pos_emb,
+            "half",
+        ),
+        (
+            "qwen2.5-7b-yarn",
+            Qwen2Config(
+                hidden_size=3584,
+                num_attention_heads=28,
+                num_key_value_heads=4,
+                max_position_embeddings=32768,
+                rope_theta=1000000.0,
+                rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+            ),
+            Qwen2RotaryEmbedding,
+            apply_rotary_pos_emb,
+            "half",
+        ),  # fmt: skip
+        (
+            "deepseek-v3",
+            DeepseekV3Config(
+                hidden_size=7168,
+                num_attention_heads=128,
+                qk_rope_head_dim=64,
+                qk_nope_head_dim=128,
+                v_head_dim=128,
+                kv_lora_rank=512,
+                q_lora_rank=1536,
+                max_position_embeddings=163840,
+                rope_theta=10000.0,
+                rope_scaling=deepseek_scaling,
+            ),
+            hf_deepseek.DeepseekV3RotaryEmbedding,
+            hf_deepseek.apply_rotary_pos_emb_interleave,  # rope_interleave=True: adjacent pairs
+            "interleaved",
+        ),  # fmt: skip
+        (
+            "phi-3.5-mini",
+            Phi3Config(
+                num_attention_heads=32,
+                rope_theta=10000.0,
+                rope_scaling={"type": "longrope", "long_factor": PHI35_LONG, "short_factor": PHI35_SHORT},
+                **phi,
+            ),
+            hf_phi3.Phi3RotaryEmbedding,
+            hf_phi3.apply_rotary_pos_emb,
+            "half",
+        ),  # fmt: skip
+        (
+            "phi-4-mini",
+            Phi3Config(
+                num_attention_heads=24,
+                num_key_value_heads=8,
+                partial_rotary_factor=0.75,
+                rope_theta=10000.0,
+                rope_scaling={"type": "longrope", "long_factor": PHI4_MINI_LONG, "short_factor": [1.0] * 48},
+                **phi,
+            ),
+            hf_phi3.Phi3RotaryEmbedding,
+            hf_phi3.apply_rotary_pos_emb,  # rotates the first 96 of 128 dims
+            "half",
+        ),  # fmt: skip
+    ]
+
+
+REAL = real_configs()
+
+
+@pytest.mark.parametrize("name, config, rotary, apply, layout", REAL, ids=[r[0] for r in REAL])
+def test_real_configs_give_transformers_frequencies(name, config, rotary, apply, layout):
+    kwargs = rope_kwargs(config)
+    assert rope_kwargs(config.to_dict()) == kwargs  # the object or its dict
+    scaling = kwargs["rope_scaling"]
+    kind = scaling["rope_type"] if scaling else "default"
+    init = ROPE_INIT_FUNCTIONS[kind] if kind != "default" else rotary.compute_default_rope_parameters
+    lengths = (None, 4096, 4097) if kind == "longrope" else (None,)
+    for seq_len in lengths:
+        hf_freqs, hf_attention = init(config, "cpu", seq_len=seq_len)
+        ours = rope_parameters(kwargs["head_dim"], kwargs["base"], scaling, seq_len=seq_len)
+        assert_same(ours, (hf_freqs.double(), float(hf_attention)))
+
+
+@pytest.mark.parametrize("name, config, rotary, apply, layout", REAL, ids=[r[0] for r in REAL])
+@pytest.mark.parametrize("reach", ["short", "long"])
+def test_real_configs_rotate_as_the_model_does(gen, name, config, rotary, apply, layout, reach):
+    ours = RotaryEmbedding.from_config(config, layout=layout)
+    head_dim = ours.head_dim
+    end = 4000 if reach == "short" else 4200  # LongRoPE switches to its long factors past 4096
+    position_ids = torch.arange(0, end, 37)[None].expand(2, -1)
+    q = torch.randn(2, 3, position_ids.shape[1], head_dim, generator=gen)
+    k = torch.randn(2, 1, position_ids.shape[1], head_dim, generator=gen)
+    cos, sin = rotary(config)(q, position_ids)
+    hf_q, hf_k = apply(q, k, cos, sin)
+    if name == "deepseek-v3":  # its apply de-interleaves the pairs first: the output is in the half layout
+        perm = layout_permutation(head_dim)
+        hf_q, hf_k = hf_q[..., perm], hf_k[..., perm]
+    our_q, our_k = ours(q, k, position_ids=position_ids)
+    # transformers computes the angles in float32 (an error of ~ position * 6e-8 rad); ours in float64
+    torch.testing.assert_close(our_q, hf_q, rtol=0, atol=2e-3)
+    torch.testing.assert_close(our_k, hf_k, rtol=0, atol=2e-3)
+
+
+def test_deepseek_softmax_scale_is_transformers():
+    config = REAL[3][1]
+    scaling = rope_kwargs(config)["rope_scaling"]
+    qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim  # 192
+    expected = hf_deepseek.yarn_apply_mscale(config.rope_parameters, qk_head_dim**-0.5)
+    assert softmax_scale(qk_head_dim, scaling) == pytest.approx(expected, rel=1e-14)
+    m = 0.1 * 1.0 * math.log(40) + 1  # mscale_all_dim = 1, factor = 40
+    assert softmax_scale(qk_head_dim, scaling) == pytest.approx(192**-0.5 * m * m, rel=1e-14)
+    assert softmax_scale(128, {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}) == (
+        128**-0.5
+    )  # no mscale_all_dim: the plain scale
+
+
+def test_left_padded_batch_matches_apply_rotary_pos_emb(gen):
+    config = LlamaConfig(hidden_size=256, num_attention_heads=4, rope_theta=500000.0, rope_scaling=LLAMA31_SCALING)
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1]])
+    position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+    q = torch.randn(2, 4, 7, 64, generator=gen)
+    k = torch.randn(2, 2, 7, 64, generator=gen)
+    hf_q, hf_k = apply_rotary_pos_emb(q, k, *LlamaRotaryEmbedding(config)(q, position_ids))
+    rope = RotaryEmbedding.from_config(config)
+    our_q, our_k = rope(q, k, position_ids=position_ids)
+    torch.testing.assert_close(our_q, hf_q, rtol=0, atol=1e-5)
+    torch.testing.assert_close(our_k, hf_k, rtol=0, atol=1e-5)
+    alone = rope.rotate(q[:1, :, 3:], offset=0)  # the padded sequence's real tokens start at position 0
+    torch.testing.assert_close(our_q[:1, :, 3:], alone, rtol=0, atol=1e-6)
+    step_q, _ = rope(q[:, :, :1], k[:, :, :1], position_ids=position_ids[:, -1:] + 1)  # the next decoding step
+    hf_step, _ = apply_rotary_pos_emb(
+        q[:, :, :1], k[:, :, :1], *LlamaRotaryEmbedding(config)(q, position_ids[:, -1:] + 1)
+    )
+    torch.testing.assert_close(step_q, hf_step, rtol=0, atol=1e-5)
+
+
+DYNAMIC_CALLS = [(0, 96), (0, 80), (0, 160), (128, 1), (129, 1), (0, 40), (0, 80)]  # (offset, length)
+
+
+def test_dynamic_rule_transformers_reproduces_dynamic_rope_update(gen):
+    """L0 = 64: a prompt of 1.25 L0 after one of 1.5 L0, decoding steps at 2 L0, a reset by a short call."""
+    config = LlamaConfig(
+        hidden_size=64,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0},
+    )
+    hf = LlamaRotaryEmbedding(config)
+    stateful = RotaryEmbedding.from_config(config, dynamic_rule="transformers")
+    paper = RotaryEmbedding.from_config(config)
+    differs = []
+    for offset, length in DYNAMIC_CALLS:
+        q = torch.randn(1, 2, length, 16, generator=gen, dtype=torch.float64)
+        position_ids = torch.arange(offset, offset + length)[None]
+        cos, sin = hf(q, position_ids)
+        expected, _ = apply_rotary_pos_emb(q, q, cos.double(), sin.double())
+        torch.testing.assert_close(stateful.rotate(q, offset), expected, rtol=0, atol=1e-4)
+        differs.append(not torch.allclose(paper.rotate(q, offset), expected, rtol=0, atol=1e-4))
+    # the paper's rule (the current length) differs exactly where transformers keeps a longer length
+    assert differs == [False, True, False, True, True, False, False]

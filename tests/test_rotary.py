@@ -159,18 +159,33 @@ def test_forward_rotates_q_and_k_with_different_head_counts(gen):
     torch.testing.assert_close(k_rot, rope.rotate(k, 2), rtol=0, atol=0)
 
 
-def test_cos_sin_are_cached_not_recomputed():
+def test_cos_sin_are_float64_angles_rounded_once():
     rope = RotaryEmbedding(8, max_len=64)
-    cos1, _ = rope.cos_sin(10, dtype=torch.float16)
-    cos2, _ = rope.cos_sin(20, offset=5, dtype=torch.float16)
-    assert cos1.untyped_storage().data_ptr() == cos2.untyped_storage().data_ptr()
     cos32, sin32 = rope.cos_sin(3)
     assert cos32.dtype == torch.float32
     angles = torch.arange(3, dtype=torch.float64)[:, None] * theta(8)
-    torch.testing.assert_close(cos32.double(), angles.cos(), rtol=0, atol=1e-7)
-    torch.testing.assert_close(sin32.double(), angles.sin(), rtol=0, atol=1e-7)
-    grown, _ = rope.cos_sin(10, offset=100)  # past max_len: the cache grows
-    torch.testing.assert_close(grown, RotaryEmbedding(8, max_len=256).cos_sin(10, offset=100)[0], rtol=0, atol=0)
+    assert torch.equal(cos32, angles.cos().float()) and torch.equal(sin32, angles.sin().float())
+    cos16, _ = rope.cos_sin(10, offset=100, dtype=torch.float16)  # past max_len: computed all the same
+    angles = torch.arange(100, 110, dtype=torch.float64)[:, None] * theta(8)
+    assert torch.equal(cos16, angles.cos().float().half())
+
+
+def test_tables_are_kept_per_device_and_dtype_and_short_calls_past_them_keep_nothing(gen):
+    rope = RotaryEmbedding(8, max_len=16, layout="half")
+    x = torch.randn(1, 2, 4, 8, generator=gen)
+    rope.rotate(x)
+    rope.rotate(x.double())
+    kept = {(k[0], k[2], tuple(t[0].shape)) for k, t in rope._tables.items()}
+    assert kept == {("plain", torch.float32, (16, 8)), ("plain", torch.float64, (16, 8))}
+    first = rope._tables[("plain", torch.device("cpu"), torch.float32)]
+    rope.rotate(x, offset=10)  # inside the tables: the same tensors
+    assert rope._tables[("plain", torch.device("cpu"), torch.float32)] is first
+    step = rope.rotate(x[:, :, :1], offset=1000)  # a decoding step far past them: its own row, nothing kept
+    assert rope._tables[("plain", torch.device("cpu"), torch.float32)][0].shape == (16, 8)
+    torch.testing.assert_close(step.double(), reference_half(x[:, :, :1].double(), torch.tensor([1000]), theta(8)))
+    prompt = torch.randn(1, 2, 40, 8, generator=gen)
+    rope.rotate(prompt)  # a long prompt: the tables grow to its end
+    assert rope._tables[("plain", torch.device("cpu"), torch.float32)][0].shape == (40, 8)
 
 
 def test_float64_input_is_rotated_with_float64_tables(gen):
@@ -259,7 +274,7 @@ def test_dynamic_decoding_computes_only_the_rows_it_needs(monkeypatch):
     rope = RotaryEmbedding(16, rope_scaling=scaling)
     built = []
     real = RotaryEmbedding._angles
-    monkeypatch.setattr(RotaryEmbedding, "_angles", lambda self, a, b, n: built.append(b - a) or real(self, a, b, n))
+    monkeypatch.setattr(RotaryEmbedding, "_angles", lambda self, w, p: built.append(p.numel()) or real(self, w, p))
     step = torch.randn(1, 1, 1, 16, dtype=torch.float64)
     for position in (100, 10_000, 30_000):
         out = rope.rotate(step, offset=position)
@@ -417,7 +432,7 @@ def test_factor_one_is_plain_rope(gen, scaling):
     "kwargs, match",
     [
         (dict(head_dim=7), "head_dim must be a positive even integer"),
-        (dict(head_dim=8, base=1.0), "base must be greater than 1"),
+        (dict(head_dim=8, base=1.0), "base .rope_theta. must be > 1"),
         (dict(head_dim=8, layout="rotate_half"), "layout must be one of"),
         (dict(head_dim=8, max_len=0), "max_len must be a positive integer"),
         (dict(head_dim=8, rope_scaling={"rope_type": "proportional", "factor": 2.0}), "rope_type'] must be one of"),
@@ -458,3 +473,22 @@ def test_bad_inputs():
         rope.cos_sin(4, offset=-2)
     with pytest.raises(ValueError, match="same positions"):
         rope(torch.zeros(1, 1, 4, 8), torch.zeros(1, 1, 5, 8))
+
+
+def test_longrope_decoding_past_the_original_length_builds_no_long_table(gen):
+    pairs = 4
+    scaling = {
+        "rope_type": "longrope",
+        "factor": 4.0,
+        "original_max_position_embeddings": 64,
+        "short_factor": [1.0] * pairs,
+        "long_factor": [2.0] * pairs,
+    }
+    rope = RotaryEmbedding(8, rope_scaling=scaling, max_len=32, layout="half")
+    rope.rotate(torch.randn(1, 1, 32, 8, generator=gen))
+    step = torch.randn(1, 1, 1, 8, generator=gen, dtype=torch.float64)
+    out = rope.rotate(step, offset=5000)  # one step with the long factors: its own row
+    assert {key[0] for key in rope._tables} == {"plain"}
+    long_theta = theta(8) / torch.tensor([2.0] * pairs, dtype=torch.float64)
+    attention = math.sqrt(1 + math.log(4.0) / math.log(64))
+    torch.testing.assert_close(out, attention * reference_half(step, torch.tensor([5000]), long_theta))

@@ -148,7 +148,7 @@ def test_bad_inputs(call, match):
 
 
 def test_bad_table_arguments():
-    with pytest.raises(ValueError, match="base must be greater than 1"):
+    with pytest.raises(ValueError, match="base must be > 1"):
         sinusoidal_table(4, 8, base=1.0)
     with pytest.raises(ValueError, match="length must be >= 0"):
         sinusoidal_table(-1, 8)
