@@ -10,12 +10,15 @@ and the honest way to report a kernel is the bandwidth it achieves on the *minim
 implementation has to read and write), next to a plain copy of the same number of bytes timed in the same run:
 a copy is the fastest way to move bytes, so ``copy time / variant time`` says how close to the limit a variant is.
 
-:func:`compare` times every variant in interleaved rounds (variant A, B, ..., copy, then again), so a noisy
-neighbour slows all of them alike, and reports medians. A ratio of two variants comes with a bootstrap confidence
-interval over the rounds (:meth:`BenchTable.ratio_ci`): the rounds are paired (A and B of round k ran
-back to back), so the interval is of the median of the per-round ratios, resampled. Two copies of the same
-variant give the run's noise floor: the interval of a ratio that is 1 by construction. CPU timings use
-``torch.utils.benchmark.Timer`` with an explicit thread count; CUDA timings use CUDA events (no host
+:func:`compare` times every variant in interleaved rounds, each round in a freshly shuffled order (A, C, copy,
+B, then C, B, A, copy, ...), so a noisy neighbour slows all of them alike and no variant always runs after the
+same one; it reports medians. A ratio of two variants comes with a distribution-free confidence interval of the
+median of the per-round ratios (:meth:`BenchTable.ratio_ci`): the rounds are paired (A and B of round k ran close
+together), and the interval runs between two order statistics of those ratios chosen from the binomial
+distribution. Below 9 rounds the only such interval at 95% is the whole range of the ratios, and the table says
+"range of n rounds" instead of "95% CI". The baseline is timed twice (``textbook`` and ``textbook'``): the ratio of
+the two is 1 by construction, and its interval, printed under every table, is the run's noise floor. CPU timings
+use ``torch.utils.benchmark.Timer`` with an explicit thread count; CUDA timings use CUDA events (no host
 synchronisation inside the timed loop).
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -210,30 +214,43 @@ class BenchTable:
         """``copy time / variant time``: 1.0 means as fast as copying the same number of bytes."""
         return self.row(COPY).seconds / self.row(name).seconds
 
-    def ratio_ci(
-        self, slow: str, fast: str, *, level: float = 0.95, resamples: int = 2000, seed: int = 0
-    ) -> tuple[float, float, float]:
-        """``time(slow) / time(fast)`` with a bootstrap confidence interval: ``(median, low, high)``.
+    @property
+    def n_rounds(self) -> int:
+        """How many rounds every variant was timed in."""
+        return len(self.rows[0].rounds)
 
-        Round ``k`` of both ran back to back, so the per-round ratios are paired; the interval is the
-        ``level`` percentile interval of the median of ``len(rounds)`` ratios resampled with replacement.
+    @property
+    def interval_label(self) -> str:
+        """``"95% CI"``, or ``"range of n rounds"`` when ``n`` is too small for an interval narrower than the range."""
+        return "95% CI" if median_interval_ranks(self.n_rounds)[0] > 1 else f"range of {self.n_rounds} rounds"
+
+    def ratio_ci(self, slow: str, fast: str, *, level: float = 0.95) -> tuple[float, float, float]:
+        """``time(slow) / time(fast)``: the median of the per-round ratios and an interval for it, ``(mid, low, high)``.
+
+        Round ``k`` of both ran in the same round, so the ratios are paired. The interval is the distribution-free
+        one for a median: the ``j``-th smallest and the ``j``-th largest ratio, with ``j`` from
+        :func:`median_interval_ranks` (for 15 rounds, the 4th and the 12th of the 15 sorted ratios).
         """
         a, b = self.row(slow).rounds, self.row(fast).rounds
-        ratios = torch.tensor([x / y for x, y in zip(a, b, strict=False)], dtype=torch.float64)
-        gen = torch.Generator().manual_seed(seed)
-        picks = torch.randint(0, len(ratios), (resamples, len(ratios)), generator=gen)
-        medians = ratios[picks].median(dim=1).values  # lower median for even counts, as torch.median does
-        tail = (1 - level) / 2
-        low, high = torch.quantile(medians, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
-        return statistics.median(ratios.tolist()), low, high
+        ratios = sorted(x / y for x, y in zip(a, b, strict=True))
+        j, k = median_interval_ranks(len(ratios), level)
+        return statistics.median(ratios), ratios[j - 1], ratios[k - 1]
+
+    def noise_floor(self) -> tuple[float, float] | None:
+        """The interval of the baseline against its own second copy (``baseline'``), or ``None`` without one."""
+        twin = self.baseline + "'"
+        if not any(r.name == twin for r in self.rows):
+            return None
+        return self.ratio_ci(self.baseline, twin)[1:]
 
     def format(self) -> str:
         """The table as aligned text: variant, median time, GB/s, fraction of copy, speedup over the baseline."""
         width = max(len(r.name) for r in self.rows)
         bandwidth = f"  {'GB/s':>6}  {'of copy':>7}" if self.has_copy else ""
+        label = f"speedup [{self.interval_label}]"
         lines = [
-            f"{self.title}  [{self.device}, {self.clock}, median of {len(self.rows[0].rounds)} rounds]",
-            f"{'variant':<{width}}  {'median':>10}  {'IQR':>5}{bandwidth}  {'speedup [95% CI]':>20}",
+            f"{self.title}  [{self.device}, {self.clock}, median of {self.n_rounds} rounds, shuffled order]",
+            f"{'variant':<{width}}  {'median':>10}  {'IQR':>5}{bandwidth}  {label:>20}",
         ]
         for r in self.rows:
             mid, low, high = self.ratio_ci(self.baseline, r.name)
@@ -242,7 +259,32 @@ class BenchTable:
                 f"{r.name:<{width}}  {_fmt_time(r.seconds):>10}  {r.spread:5.0%}{bandwidth}  "
                 f"{mid:6.2f}x [{low:4.2f}, {high:4.2f}]"
             )
+        floor = self.noise_floor()
+        if floor is not None:
+            lines.append(
+                f"noise floor ({self.baseline} / {self.baseline}', 1 by construction): [{floor[0]:.2f}, {floor[1]:.2f}]"
+            )
         return "\n".join(lines)
+
+
+def median_interval_ranks(n: int, level: float = 0.95) -> tuple[int, int]:
+    """1-based ranks ``(j, n + 1 - j)`` of the order statistics that bound a ``level`` interval for a median.
+
+    For ``n`` independent samples the median lies below the ``j``-th smallest with probability
+    ``P(Binomial(n, 1/2) < j)``; ``j`` is the largest rank with ``P(Binomial(n, 1/2) <= j - 1) <= (1 - level) / 2``,
+    so the interval covers the median with probability at least ``level``. When even ``j = 1`` (the range) does
+    not reach ``level`` (fewer than 6 samples at 95%), the range is returned all the same: its coverage is
+    ``1 - 2 / 2**n``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    tail, j, cumulative = (1 - level) / 2, 1, 0.0
+    while j < (n + 1) // 2:
+        cumulative += math.comb(n, j - 1) / 2**n  # P(Binomial(n, 1/2) <= j - 1)
+        if cumulative + math.comb(n, j) / 2**n > tail:
+            break
+        j += 1
+    return j, n + 1 - j
 
 
 def _fmt_time(seconds: float) -> str:
@@ -260,10 +302,12 @@ def compare(
     device=None,
     dtype: torch.dtype = torch.float32,
     threads: int = 2,
-    rounds: int = 7,
+    rounds: int = 15,
     block_seconds: float = 0.02,
     title: str = "",
     variant_bytes: dict[str, int] | None = None,
+    noise_floor: bool = True,
+    seed: int = 0,
 ) -> BenchTable:
     """Time ``variants`` side by side with a copy of ``nbytes``; return medians, GB/s, fraction of copy, speed-ups.
 
@@ -275,14 +319,19 @@ def compare(
         device: where the inputs live (CPU timer or CUDA events); default CPU.
         dtype: dtype of the copy reference.
         threads: intra-op threads for CPU timing (set explicitly: the default depends on the machine).
-        rounds: interleaved rounds; each reports the mean of a block, the table the median of the blocks.
-        block_seconds: each block is calibrated to last at least this long.
+        rounds: interleaved rounds, each in a shuffled order; each reports the mean of a block, the table the
+            median of the blocks. From 9 rounds on, a ratio's 95% interval is narrower than the range of its ratios.
+        block_seconds: each block is calibrated to last at least this long (20 ms: long against the timer's
+            resolution and against one scheduler tick).
         title: first line of :meth:`BenchTable.format`.
         variant_bytes: the bytes a variant itself must move, where they differ from ``nbytes`` (the bare gather
             reads no position rows); its GB/s column uses them.
+        noise_floor: time the baseline a second time as ``baseline'`` (unless ``variants`` already has it), so that
+            the table prints the run's noise floor.
+        seed: of the shuffled order of each round.
 
     Returns:
-        :class:`BenchTable` with one row per variant, plus ``"copy"``.
+        :class:`BenchTable` with one row per variant, plus ``"copy"`` (and ``baseline'``).
 
     While timing, ``torch.utils.deterministic.fill_uninitialized_memory`` is off (and restored afterwards): under
     ``torch.use_deterministic_algorithms(True)`` it fills every new tensor with NaN, an extra pass over memory that
@@ -297,9 +346,16 @@ def compare(
         raise ValueError(f"{COPY!r} is reserved for the reference copy; rename that variant")
     if rounds < 1 or threads < 1:
         raise ValueError(f"rounds and threads must be >= 1, got rounds={rounds}, threads={threads}")
+    if block_seconds <= 0:
+        raise ValueError(f"block_seconds must be > 0, got {block_seconds}; 0.02 (20 ms) is a good block")
     device = torch.device(device) if device is not None else torch.device("cpu")
-    fns = dict(variants) | ({COPY: make_copy(nbytes, device, dtype)} if nbytes is not None else {})
-    clock = time_cuda if device.type == "cuda" else functools.partial(time_cpu, threads=threads)
+    fns = dict(variants)
+    if noise_floor and baseline + "'" not in fns:
+        names = list(fns)
+        fns = {k: fns[k] for k in names[: names.index(baseline) + 1]} | {baseline + "'": fns[baseline]} | fns
+    fns |= {COPY: make_copy(nbytes, device, dtype)} if nbytes is not None else {}
+    cuda = device.type == "cuda"
+    clock = time_cuda if cuda else functools.partial(time_cpu, threads=threads)
     numbers, times = {}, {name: [] for name in fns}
     fill = torch.utils.deterministic.fill_uninitialized_memory
     torch.utils.deterministic.fill_uninitialized_memory = False
@@ -307,13 +363,14 @@ def compare(
         for name, fn in fns.items():  # warm up, then size each block to last about block_seconds
             fn()
             numbers[name] = max(1, min(1 << 20, math.ceil(block_seconds / max(clock(fn, 1), 1e-9))))
+        order, shuffle = list(fns), random.Random(seed).shuffle
         for _ in range(rounds):
-            for name, fn in fns.items():
-                times[name].append(clock(fn, numbers[name]))
+            shuffle(order)
+            for name in order:
+                times[name].append(clock(fns[name], numbers[name]))
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = fill
     own = variant_bytes or {}
     rows = tuple(Row(name, statistics.median(ts), tuple(ts), own.get(name, nbytes or 0)) for name, ts in times.items())
-    return BenchTable(
-        title, rows, baseline, "CUDA events" if device.type == "cuda" else f"{threads} threads", device.type
-    )
+    where = f"CUDA events, {torch.cuda.get_device_name(device)}, {dtype}" if cuda else f"{threads} threads"
+    return BenchTable(title, rows, baseline, where, device.type)

@@ -1,4 +1,4 @@
-"""Chapter 6, what ``torch.compile`` does to a whole input block: the aten operators eager mode runs, the kernels
+"""Chapter 6 and Going deeper: what ``torch.compile`` does to an input block, the aten operators eager runs, the kernels
 and loop nests Inductor generates instead, where Dynamo splits a model into several graphs, and how often it
 compiles as the sequence length changes.
 

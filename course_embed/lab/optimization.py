@@ -1,4 +1,4 @@
-"""Chapter 6, optimisation: precision errors, lost updates, the dict-cache and checkpointing anti-patterns, autocast,
+"""Chapters 6 and 7: precision errors, lost updates, the dict-cache and checkpointing anti-patterns, autocast,
 EmbeddingBag, the speed-up figure of the benchmark tables, and lazy (SparseAdam) against dense Adam trained on real
 text (the roofline is in :mod:`.roofline`, the training step in :mod:`.profile_step`).
 
@@ -132,38 +132,38 @@ def embedding_bag_report(weight: torch.Tensor, ids: torch.Tensor) -> dict:
 
 
 def speedup_plot(tables, *, baseline_label: str | None = None):
-    """Speed-up over each table's baseline with its bootstrap 95% interval, one group per
-    :class:`~course_embed.lab.bench.BenchTable` and one bar per variant; the copy is drawn as a line per group
-    (the speed-up a plain copy of the minimum bytes would have: the ceiling of a layer that writes its output).
+    """Speed-up over each table's baseline, a dot per variant with its interval, on a log axis; one group per
+    :class:`~course_embed.lab.bench.BenchTable`. The copy is a dashed line per group (the speed-up a plain copy of
+    the minimum bytes would have: the ceiling of a layer that writes its output); the noise floor (the baseline
+    against its own second copy) is a grey band per group.
     """
-    names = [r.name for r in tables[0].rows if r.name not in ("copy", tables[0].baseline)]
-    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    baseline = tables[0].baseline
+    names = [r.name for r in tables[0].rows if r.name not in ("copy", baseline, baseline + "'")]
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
     width = 0.8 / len(names)
     for k, name in enumerate(names):
         xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(tables))]
         cis = [t.ratio_ci(t.baseline, name) for t in tables]
         mids = [c[0] for c in cis]
         errors = [
-            [m - c[1] for m, c in zip(mids, cis, strict=False)],
-            [c[2] - m for m, c in zip(mids, cis, strict=False)],
+            [m - c[1] for m, c in zip(mids, cis, strict=True)],
+            [c[2] - m for m, c in zip(mids, cis, strict=True)],
         ]
-        bars = ax.bar(xs, mids, width, yerr=errors, capsize=3, label=name)
-        ax.bar_label(bars, fmt="%.2fx", fontsize=7, padding=6)
+        ax.errorbar(xs, mids, yerr=errors, fmt="o", ms=5, capsize=3, label=name)
     for i, t in enumerate(tables):
-        ax.hlines(
-            t.ratio_ci(t.baseline, "copy")[0],
-            i - 0.45,
-            i + 0.45,
-            color="k",
-            ls="--",
-            lw=1,
-            label="same-size copy" if i == 0 else None,
-        )
+        floor = t.noise_floor()
+        if floor is not None:
+            ax.fill_between(
+                [i - 0.45, i + 0.45], *floor, color="0.85", zorder=0, label="noise floor" if i == 0 else None
+            )
+        if t.has_copy:
+            copy = t.ratio_ci(t.baseline, "copy")[0]
+            ax.hlines(copy, i - 0.45, i + 0.45, color="k", ls="--", lw=1, label="same-size copy" if i == 0 else None)
+    ax.set_yscale("log")
     ax.axhline(1, color="grey", lw=0.8)
-    ax.set_ylabel(f"speed-up over {baseline_label or tables[0].baseline}")
+    ax.set_ylabel(f"speed-up over {baseline_label or baseline} (log)")
     ax.set_xticks(range(len(tables)), [t.title for t in tables], fontsize=8)
-    ax.legend(fontsize=8, ncol=len(names) + 1, loc="upper left")
-    ax.margins(y=0.2)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     fig.tight_layout()
     return fig
 
@@ -249,10 +249,11 @@ def frequency_bands(counts: torch.Tensor, edges: tuple[int, ...]) -> tuple[torch
     return torch.bucketize(counts, torch.tensor(edges), right=True), names
 
 
-def _train_bigram(train, vocab_size, lazy, seed, steps, batch, d_model, lr):
+def _train_bigram(train, vocab_size, lazy, seed, steps, batch, d_model, lr, batch_seed=None):
     gen = torch.Generator().manual_seed(seed)
     params = {k: torch.nn.Parameter(v) for k, v in bigram_init(vocab_size, d_model, gen).items()}
-    positions = torch.randint(0, len(train) - 1, (steps, batch), generator=gen)
+    draw = gen if batch_seed is None else torch.Generator().manual_seed(batch_seed)
+    positions = torch.randint(0, len(train) - 1, (steps, batch), generator=draw)
     table = params["table"]
     dense = torch.optim.Adam([params[k] for k in ("mix", "head", "bias")], lr=lr, fused=True)
     rows = torch.optim.SparseAdam([table], lr=lr) if lazy else torch.optim.Adam([table], lr=lr, fused=True)
@@ -268,7 +269,10 @@ def _train_bigram(train, vocab_size, lazy, seed, steps, batch, d_model, lr):
         losses.append(loss.item())
         moved.append((table.detach() != before).any(dim=1).sum().item())
         present.append(train[pos].unique().numel())
-    return {k: v.detach() for k, v in params.items()}, losses, moved, present
+    return {k: v.detach() for k, v in params.items()}, losses, moved, present, positions
+
+
+CONTROL = "Adam, other batches"
 
 
 def lazy_adam_study(
@@ -281,6 +285,8 @@ def lazy_adam_study(
     d_model: int = 32,
     lr: float = 1e-2,
     edges: tuple[int, ...] = (10, 100, 1000),
+    band_by: str = "training",
+    control: bool = False,
 ) -> list[LazyAdamRun]:
     """Train :func:`bigram_losses` twice per seed, the table with dense Adam and with SparseAdam; one thread.
 
@@ -289,10 +295,16 @@ def lazy_adam_study(
     ``train[p + 1]``), so they see the same data. ``mix``, ``head`` and ``bias`` use ``Adam(fused=True)`` in both;
     the table uses ``Adam(fused=True)`` on a dense gradient or ``SparseAdam`` on a sparse one; same ``lr``, betas
     and eps everywhere. The held-out loss is over every ``(valid[t], valid[t + 1])``; its bands group those
-    tokens by the training count of the input id (:func:`frequency_bands`).
+    tokens by how often the input id occurred (:func:`frequency_bands`): in the whole training text
+    (``band_by="training"``) or in the batches the seed's runs actually drew (``band_by="batches"``: what the
+    optimizers saw).
+
+    ``control=True`` adds a third run per seed, ``"Adam, other batches"``: dense Adam from the same init on batches
+    drawn from ``torch.Generator().manual_seed(seed + 10_000)``. Its difference from the seed's Adam run is the
+    paired noise of the batch order alone, the reference for a SparseAdam - Adam difference (bands as the seed's).
 
     Returns:
-        per seed, the Adam run then the SparseAdam run (:class:`LazyAdamRun`).
+        per seed, the Adam run, the SparseAdam run (and the control) (:class:`LazyAdamRun`).
     """
     for name, value in (("train", train), ("valid", valid)):
         if value.dim() != 1 or value.dtype != torch.int64 or len(value) < 2:
@@ -308,20 +320,29 @@ def lazy_adam_study(
         raise ValueError(f"lr must be positive, got {lr}")
     if not seeds:
         raise ValueError("seeds must name at least one seed, e.g. (0, 1, 2)")
+    if band_by not in ("training", "batches"):
+        raise ValueError(f"band_by must be 'training' or 'batches', got {band_by!r}")
     band_of, names = frequency_bands(torch.bincount(train, minlength=vocab_size), edges)
-    token_band = band_of[valid[:-1]]
     runs = []
     with single_thread():
         for seed in seeds:
-            for lazy in (False, True):
-                params, losses, moved, present = _train_bigram(train, vocab_size, lazy, seed, steps, batch, d_model, lr)
+            token_band = band_of[valid[:-1]]
+            for name, lazy, batch_seed in (("Adam", False, None), ("SparseAdam", True, None), (CONTROL, False, 0)):
+                if name == CONTROL and not control:
+                    continue
+                batch_seed = None if batch_seed is None else seed + 10_000
+                args = (train, vocab_size, lazy, seed, steps, batch, d_model, lr, batch_seed)
+                params, losses, moved, present, positions = _train_bigram(*args)
+                if band_by == "batches" and name == "Adam":  # the seed's batches, shared with SparseAdam
+                    seen = torch.bincount(train[positions].flatten(), minlength=vocab_size)
+                    token_band = frequency_bands(seen, edges)[0][valid[:-1]]
                 with torch.no_grad():
                     chunks = zip(valid[:-1].split(4096), valid[1:].split(4096), strict=True)
                     held = torch.cat([bigram_losses(params, x, y) for x, y in chunks])  # never all (n, v) logits
                 bands = {n: held[token_band == k].mean().item() for k, n in enumerate(names) if (token_band == k).any()}
                 runs.append(
                     LazyAdamRun(
-                        "SparseAdam" if lazy else "Adam",
+                        name,
                         seed,
                         tuple(losses),
                         tuple(moved),

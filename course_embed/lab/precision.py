@@ -1,4 +1,4 @@
-"""Chapter 6, training in bfloat16: stochastic rounding, Kahan-compensated updates, and a small measured run.
+"""Chapter 7, training in bfloat16: stochastic rounding, Kahan-compensated updates, and a small measured run.
 
 An optimizer step adds a small update ``u`` to a weight ``w``. Stored in bfloat16 (8 significant bits) with
 round-to-nearest, ``w + u`` is rounded back to ``w`` whenever ``|u|`` is below half the spacing around ``w``: the
@@ -88,7 +88,7 @@ def _adam_update(grad: torch.Tensor, state: dict, lr: float, betas=(0.9, 0.999),
 def train_table(variant: str, v: int = 512, d: int = 64, steps: int = 1000, lr: float = 1e-4, seed: int = 0) -> dict:
     """Fit a ``(v, d)`` table to a target table with Adam in one of :data:`VARIANTS`; return the run.
 
-    The table starts at the scaled init (std ``d**-0.5``, as in section 6.7) and the target is the start plus a
+    The table starts at the scaled init (std ``d**-0.5``, as in section 7.2) and the target is the start plus a
     shift of std ``0.02``: the weights must move a little, by many steps of about ``lr`` each, the regime in which
     bfloat16 round-to-nearest loses updates. The loss is ``mean((W - T)**2)`` over the whole table (full batch, so
     the only randomness is stochastic rounding's, drawn from a generator seeded with ``seed + 1``). The gradient is

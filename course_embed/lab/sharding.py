@@ -1,4 +1,4 @@
-"""Chapter 6, sharding an embedding by rows: FSDP (ZeRO-3) against vocabulary parallelism, by the bytes they send.
+"""Chapter 7, sharding an embedding by rows: FSDP (ZeRO-3) against vocabulary parallelism, by the bytes they send.
 
 Shapes: ``v`` vocabulary rows, ``d`` width, ``n`` tokens a rank looks up per step, ``r`` ranks, ``v_k`` rows held by
 rank ``k`` (:func:`course_embed.parallel.shard_range`).

@@ -1,4 +1,4 @@
-"""Chapter 6, the embedding backward's summation order: atomic adds against a sort-based segment sum.
+"""Chapter 7, the embedding backward's summation order: atomic adds against a sort-based segment sum.
 
 Shapes: ``n`` tokens, ``d`` width, ``v`` vocabulary rows.
 

@@ -119,11 +119,30 @@ def test_compare_times_every_variant_and_the_copy(device):
         block_seconds=1e-3,
         title="demo",
     )
-    assert [r.name for r in result.rows] == ["slow", "fast", "copy"]
+    assert [r.name for r in result.rows] == ["slow", "slow'", "fast", "copy"]
     for r in result.rows:
         assert len(r.rounds) == 3 and r.seconds == sorted(r.rounds)[1] and r.seconds > 0
     assert result.speedup("slow") == 1.0
-    assert result.format().startswith("demo  [")
+    text = result.format()
+    assert text.startswith("demo  [") and "range of 3 rounds" in text
+    assert text.splitlines()[-1].startswith("noise floor (slow / slow', 1 by construction): [")
+
+
+def test_compare_shuffles_the_order_of_every_round(monkeypatch):
+    calls = []
+
+    def one_call(fn, number, threads):  # stands in for the CPU timer: one call, one second
+        fn()
+        return 1.0
+
+    monkeypatch.setattr(bench, "time_cpu", one_call)
+    variants = {name: (lambda name=name: calls.append(name)) for name in "abcd"}
+    bench.compare(variants, None, baseline="a", rounds=12, block_seconds=1e-9, noise_floor=False)
+    timed = calls[2 * 4 :]  # after the warm-up call and the calibration call of each variant
+    rounds = [tuple(timed[k : k + 4]) for k in range(0, len(timed), 4)]
+    assert len(rounds) == 12 and all(sorted(r) == list("abcd") for r in rounds)  # each variant once per round
+    assert len(set(rounds)) > 1  # not the same order every round
+    assert len({r[0] for r in rounds}) > 1  # and not always the same variant first
 
 
 def test_compare_times_without_nan_filling_and_restores_it():
@@ -152,6 +171,7 @@ def test_make_copy_moves_the_requested_bytes():
         (dict(baseline="nope"), "baseline='nope' is not one of the variants"),
         (dict(baseline="copy", variants={"copy": lambda: None}), "reserved"),
         (dict(baseline="a", rounds=0), "rounds and threads must be >= 1"),
+        (dict(baseline="a", block_seconds=0), "block_seconds must be > 0"),
     ],
 )
 def test_compare_rejects_bad_arguments(kwargs, match):
@@ -160,18 +180,49 @@ def test_compare_rejects_bad_arguments(kwargs, match):
         bench.compare(**args)
 
 
-def test_ratio_ci_is_a_bootstrap_of_the_paired_round_ratios():
+def binomial_coverage(n: int, j: int) -> float:
+    """P(x_(j) <= median < x_(n+1-j)) for n samples of a continuous distribution: 1 - 2 P(Binomial(n, 1/2) < j)."""
+    return 1 - 2 * sum(math.comb(n, i) for i in range(j)) / 2**n
+
+
+@pytest.mark.parametrize("n", range(1, 42))
+def test_median_interval_ranks_are_the_narrowest_with_95_percent_coverage(n):
+    j, k = bench.median_interval_ranks(n)
+    assert k == n + 1 - j and 1 <= j <= k
+    if j > 1 or binomial_coverage(n, 1) >= 0.95:
+        assert binomial_coverage(n, j) >= 0.95
+    if j + 1 <= (n + 1) // 2:
+        assert binomial_coverage(n, j + 1) < 0.95  # one rank further in would cover less
+    assert (j > 1) == (n >= 9)  # from 9 rounds on the interval is narrower than the range
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        bench.median_interval_ranks(0)
+
+
+def test_median_interval_covers_the_median_as_promised():
+    torch.manual_seed(0)
+    samples = torch.distributions.LogNormal(0.0, 0.5).sample((4000, 15))  # true median exp(0) = 1
+    j, k = bench.median_interval_ranks(15)
+    ordered = samples.sort(dim=1).values
+    covered = ((ordered[:, j - 1] <= 1.0) & (ordered[:, k - 1] >= 1.0)).double().mean().item()
+    assert (j, k) == (4, 12) and abs(covered - binomial_coverage(15, 4)) < 0.015
+
+
+def test_ratio_ci_is_the_order_statistic_interval_of_the_paired_ratios():
     rows = (
-        bench.Row("a", 2.0, (2.0, 2.0, 2.0, 2.0, 2.0), 1),
-        bench.Row("b", 1.0, (1.0, 1.0, 1.0, 1.0, 1.0), 1),
+        bench.Row("a", 2.0, (2.0,) * 5, 1),
+        bench.Row("b", 1.0, (1.0,) * 5, 1),
         bench.Row("c", 1.0, (1.0, 0.5, 2.0, 1.0, 1.0), 1),
     )
     t = bench.BenchTable("t", rows, "a", "", "cpu")
     assert t.ratio_ci("a", "b") == (2.0, 2.0, 2.0)  # no spread, no interval
-    mid, low, high = t.ratio_ci("a", "c", resamples=4000)
-    assert mid == 2.0 and low == 1.0 and high == 4.0  # per-round ratios 2, 4, 1, 2, 2: medians range over them
-    assert t.ratio_ci("a", "c", resamples=4000, level=0.5)[1:] == (2.0, 2.0)
-    assert t.ratio_ci("a", "c") == t.ratio_ci("a", "c")  # seeded: reproducible
+    assert t.ratio_ci("a", "c") == (2.0, 1.0, 4.0)  # ratios 2, 4, 1, 2, 2: five rounds give their range
+    assert t.interval_label == "range of 5 rounds" and t.noise_floor() is None
+    ratios = [1.0 + 0.1 * k for k in (3, 14, 0, 7, 9, 1, 12, 5, 2, 10, 4, 13, 6, 11, 8)]  # 15 rounds, shuffled
+    rows15 = (bench.Row("a", 1.7, tuple(ratios), 1), bench.Row("a'", 1.0, (1.0,) * 15, 1))
+    t15 = bench.BenchTable("t", rows15, "a", "", "cpu")
+    mid, low, high = t15.ratio_ci("a", "a'")
+    assert (mid, low, high) == pytest.approx((1.7, 1.3, 2.1))  # the median, the 4th and the 12th of 15
+    assert t15.interval_label == "95% CI" and t15.noise_floor() == pytest.approx((1.3, 2.1))
 
 
 def test_spread_is_the_interquartile_range_over_the_median():
@@ -190,7 +241,7 @@ def test_variant_bytes_set_each_rows_own_bandwidth():
         block_seconds=1e-4,
         variant_bytes={"b": 500},
     )
-    assert [r.nbytes for r in result.rows] == [1000, 500, 1000]
+    assert [r.nbytes for r in result.rows] == [1000, 1000, 500, 1000]
 
 
 def test_keep_freed_memory_sets_glibc_options():
@@ -206,7 +257,7 @@ def test_keep_freed_memory_sets_glibc_options():
 
 
 def test_compare_without_bytes_has_no_copy_and_no_bandwidth_columns():
-    result = bench.compare({"a": lambda: None, "b": lambda: None}, None, baseline="a", rounds=2, block_seconds=1e-4)
-    assert [r.name for r in result.rows] == ["a", "b"] and not result.has_copy
+    result = bench.compare({"a": lambda: None, "b": lambda: None}, None, baseline="a", rounds=9, block_seconds=1e-4)
+    assert [r.name for r in result.rows] == ["a", "a'", "b"] and not result.has_copy
     header = result.format().splitlines()[1]
     assert "GB/s" not in header and "of copy" not in header and "speedup [95% CI]" in header

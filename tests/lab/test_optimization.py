@@ -1,4 +1,4 @@
-"""Chapter 6 measurements: precision costs, the anti-patterns, and the figures."""
+"""Chapters 6 and 7 measurements: precision costs, the anti-patterns, and the figures."""
 
 import math
 
@@ -80,22 +80,25 @@ def table(name_seconds, baseline="textbook"):
     return bench.BenchTable("shape", rows, baseline, "2 threads", "cpu")
 
 
-def test_speedup_plot_shows_each_variant_with_its_interval_and_the_copy():
+def test_speedup_plot_shows_each_variant_with_its_interval_the_noise_floor_and_the_copy():
     rows = (
         bench.Row("textbook", 4e-3, (4e-3, 4e-3, 4e-3), 1000),
+        bench.Row("textbook'", 4e-3, (4e-3, 5e-3, 2e-3), 1000),
         bench.Row("package", 1e-3, (1e-3, 1e-3, 2e-3), 1000),
         bench.Row("copy", 5e-4, (5e-4,) * 3, 1000),
     )
     t = bench.BenchTable("shape", rows, "textbook", "1 threads", "cpu")
     fig = optimization.speedup_plot([t, t])
     ax = fig.axes[0]
-    assert sorted(text.get_text() for text in ax.texts) == ["4.00x", "4.00x"]  # median of 4, 4, 2
-    assert [p.get_height() for p in ax.patches] == [4.0, 4.0]
+    bars = next(c for c in ax.containers if c.get_label() == "package")
+    assert list(bars.lines[0].get_ydata()) == [4.0, 4.0]  # the median of the ratios 4, 4, 2
+    segments = bars.lines[2][0].get_segments()
+    assert [tuple(seg[:, 1]) for seg in segments] == [(2.0, 4.0), (2.0, 4.0)]  # the range of 3 rounds
+    band = next(c for c in ax.collections if c.get_label() == "noise floor")
+    assert band.get_paths()[0].vertices[:, 1].min() == pytest.approx(0.8)  # 4 / 5: the floor's low end
     copy_lines = [c for c in ax.collections if c.get_label() == "same-size copy"]
-    assert len(copy_lines) == 1 and ax.get_ylabel() == "speed-up over textbook"
-    bars = next(c for c in ax.containers if hasattr(c, "errorbar"))
-    error_bars = bars.errorbar.lines[2][0].get_segments()
-    assert [tuple(seg[:, 1]) for seg in error_bars] == [(2.0, 4.0), (2.0, 4.0)]  # bootstrap of (4, 4, 2)
+    assert len(copy_lines) == 1 and ax.get_yscale() == "log"
+    assert ax.get_ylabel() == "speed-up over textbook (log)"
 
 
 # --- lazy against dense Adam ----------------------------------------------------------------------------------
@@ -191,6 +194,29 @@ def test_lazy_adam_study_keeps_absent_rows_and_reports_its_own_losses(gen):
     again = optimization.lazy_adam_study(train, valid, v, seeds=(3,), steps=steps, batch=batch, d_model=d)
     assert again[1].train_losses == runs[3].train_losses  # deterministic
     assert torch.equal(again[1].params["table"], runs[3].params["table"])
+
+
+def test_lazy_adam_study_bands_by_the_drawn_batches_and_pairs_a_control(gen):
+    v, steps, batch, d = 200, 10, 8, 8
+    train, valid = zipf_stream(3000, v, gen), zipf_stream(400, v, gen)
+    runs = optimization.lazy_adam_study(
+        train, valid, v, seeds=(1,), steps=steps, batch=batch, d_model=d, edges=(1, 5), band_by="batches", control=True
+    )
+    assert [r.optimizer for r in runs] == ["Adam", "SparseAdam", "Adam, other batches"]
+    g = torch.Generator().manual_seed(1)
+    init = optimization.bigram_init(v, d, g)
+    positions = torch.randint(0, len(train) - 1, (steps, batch), generator=g)
+    seen = torch.bincount(train[positions].flatten(), minlength=v)[valid[:-1]]
+    band = torch.where(seen < 1, 0, torch.where(seen < 5, 1, 2))
+    held = float64_losses(runs[1].params, valid[:-1], valid[1:])
+    for k, name in enumerate(["0-0", "1-4", "5+"]):
+        assert math.isclose(runs[1].bands[name], held[band == k].mean().item(), rel_tol=1e-5)
+    other = torch.randint(0, len(train) - 1, (steps, batch), generator=torch.Generator().manual_seed(10_001))
+    assert runs[2].rows_in_batch == tuple(train[p].unique().numel() for p in other)  # its own batches
+    first = float64_losses(init, train[other[0]], train[other[0] + 1]).mean().item()
+    assert math.isclose(runs[2].train_losses[0], first, rel_tol=1e-5)  # the same init
+    with pytest.raises(ValueError, match="band_by must be 'training' or 'batches'"):
+        optimization.lazy_adam_study(train, valid, v, steps=1, band_by="seen")
 
 
 def test_lazy_adam_study_rejects_bad_arguments(gen):
