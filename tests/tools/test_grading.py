@@ -14,6 +14,7 @@ import os
 import pickle
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -285,7 +286,9 @@ def test_results_json_follows_gradescope():
     ]
 
 
-def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tmp_path, monkeypatch):
+def _interrupting_batch(tmp_path, monkeypatch, interrupt):
+    """Twelve submissions whose second one runs a sleeper registered as its sandbox and calls ``interrupt`` while
+    it runs; returns the paths, the names started and the sleepers."""
     started, sleepers = [], []
 
     def fake_grade(path, student, suite, feedback, timeout, running, limits):
@@ -296,7 +299,7 @@ def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tm
         sleepers.append(sleeper)
         with running.lock:
             running.procs.add(sleeper)
-        threading.Timer(0.5, _thread.interrupt_main).start()  # Ctrl-C while this one runs
+        threading.Timer(0.5, interrupt).start()
         sleeper.wait()
         return GradeRow(student, str(path), suite.exercise, {})
 
@@ -306,14 +309,41 @@ def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tm
     for i in range(12):
         nbformat.write(new_notebook(), tmp_path / f"s{i}.ipynb")
         paths.append(tmp_path / f"s{i}.ipynb")
-    start = time.monotonic()
-    with pytest.raises(batch.Interrupted, match="interrupted: 1 of 12"):
-        batch.grade_batch(paths, tmp_path / "gb.csv", exercise="03_sinusoidal", root=ROOT / "exercises", jobs=1)
+    return paths, started, sleepers
+
+
+def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tmp_path, monkeypatch):
+    # Ctrl-C as a terminal delivers it, whatever SIGINT's disposition this test process inherited (a background
+    # job of a script starts with SIGINT ignored, and then interrupt_main would do nothing)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        paths, started, sleepers = _interrupting_batch(tmp_path, monkeypatch, _thread.interrupt_main)
+        start = time.monotonic()
+        with pytest.raises(batch.Interrupted, match="interrupted: 1 of 12"):
+            batch.grade_batch(paths, tmp_path / "gb.csv", exercise="03_sinusoidal", root=ROOT / "exercises", jobs=1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - start < 20
     assert all(s.wait(timeout=10) is not None for s in sleepers)  # killed, not left running
     assert len(started) <= 3  # the queue was cancelled
     rows = list(csv.DictReader((tmp_path / "gb.csv").open()))
     assert [r["student"] for r in rows] == ["s0"]
+
+
+def test_sigterm_stops_the_command_like_ctrl_c_also_with_sigint_ignored(tmp_path, monkeypatch, capsys):
+    """Started with SIGINT ignored (``cmd &`` in a script), Ctrl-C cannot reach the command; ``kill`` (SIGTERM)
+    stops it as Ctrl-C does: sandboxes killed, finished rows kept, exit status 143."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        paths, _, sleepers = _interrupting_batch(tmp_path, monkeypatch, lambda: os.kill(os.getpid(), signal.SIGTERM))
+        code = main(["grade", *map(str, paths), "--out", str(tmp_path / "gb.csv"), "--exercise", "03_sinusoidal",
+                     "--root", str(ROOT / "exercises"), "--jobs", "1"])  # fmt: skip
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the command put the default back
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 143 and "interrupted: 1 of 12" in capsys.readouterr().err
+    assert all(s.wait(timeout=10) is not None for s in sleepers)
+    assert [r["student"] for r in csv.DictReader((tmp_path / "gb.csv").open())] == ["s0"]
 
 
 def test_an_empty_batch_exits_non_zero_with_an_empty_gradebook(tmp_path, capsys):
@@ -583,3 +613,63 @@ def test_nothing_a_submission_started_survives_and_the_gradebook_stays_as_writte
     time.sleep(max(0.0, cheat_batch["ended"] + 10 - time.monotonic()))
     assert cheat_batch["out"].read_bytes() == cheat_batch["bytes"]
     assert cheat_batch["leftovers"] == set(), "temporary grading folders were left behind"
+
+
+# --- grading from the instructor's Python environment --------------------------------------------------------------
+
+
+def _venv(where: Path, *options: str) -> Path:
+    """A venv made from this interpreter that has the course installed as a user's would have it: its own
+    site-packages holds a ``.pth`` naming this checkout and the site-packages this test process imports torch from
+    (a venv made from a venv sees only the base interpreter's), and a module found nowhere else."""
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", *options, str(where)],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    site_dir = next((where / "lib").glob("python3*/site-packages"))
+    sites = [p for p in sys.path if os.path.isdir(p) and any(Path(p).glob("*.dist-info"))]
+    (site_dir / "course.pth").write_text("\n".join([str(ROOT), *sites]) + "\n")
+    (site_dir / "only_in_this_environment.py").write_text("WHERE = 'this venv'\n")
+    return where / "bin" / "python"
+
+
+def test_grading_works_from_a_venv_a_copies_venv_and_this_interpreter(built_exercises, tmp_path):
+    """The sandbox runs the grader's own environment: a venv with a symbolic link to its interpreter (the default;
+    its packages only in the venv, here ``only_in_this_environment``), one with a copy (``--copies``), both under
+    the temporary folder that the sandbox covers with its own tmpfs, and this interpreter. Each grades the solution
+    full marks, run from another folder and without PYTHONPATH (the venvs have the course installed)."""
+    name = "01_token_embedding"
+    student = nbformat.read(built_exercises[name].student, as_version=4)
+    solution = with_answers(student, dict(enumerate(solution_answers(built_exercises[name]))))
+    solution.cells.insert(1, new_code_cell("import only_in_this_environment"))
+    pythons = {"venv": _venv(tmp_path / "envs" / "venv"), "copies": _venv(tmp_path / "envs" / "copies", "--copies")}
+    assert pythons["venv"].is_symlink() and not pythons["copies"].is_symlink()
+    runs = {}
+    for kind, python in {**pythons, "this interpreter": Path(sys.executable)}.items():
+        folder = tmp_path / kind.replace(" ", "_")
+        folder.mkdir()
+        nb = solution if kind in pythons else with_answers(solution, {})
+        if kind not in pythons:
+            nb.cells.pop(1)  # the module lives only in the venvs
+        nbformat.write(nb, folder / "solution.ipynb")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} if kind in pythons else dict(os.environ)
+        command = [str(python), "-m", "course_embed.tools.cli", "grade", "solution.ipynb", "--out", "gb.csv",
+                   "--root", str(ROOT / "exercises")]  # fmt: skip
+        runs[kind] = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    suite = load_suite(ROOT / "exercises", name)
+    for kind, proc in runs.items():
+        printed = proc.communicate(timeout=600)[0].decode()
+        assert proc.returncode == 0, (kind, printed)
+        (row,) = csv.DictReader((tmp_path / kind.replace(" ", "_") / "gb.csv").open())
+        assert (row["error"], float(row["total"])) == ("", sum(q.points for q in suite.questions)), (kind, row)
+
+
+def test_the_check_before_a_batch_imports_what_a_runner_imports_and_says_the_fix(monkeypatch):
+    sandbox.require_bwrap.cache_clear()
+    monkeypatch.setattr(sandbox, "_PROBE", "import sys\nsys.path.insert(0, sys.argv[1])\nimport not_installed_here\n")
+    try:
+        with pytest.raises(sandbox.SandboxUnavailable) as err:
+            sandbox.require_bwrap()
+    finally:
+        sandbox.require_bwrap.cache_clear()
+    message = str(err.value)
+    assert "No module named 'not_installed_here'" in message and sys.executable in message
+    assert "-m pip install -r requirements.txt" in message

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
+import site
 import stat
 import subprocess
 import sys
@@ -40,7 +42,7 @@ class SandboxUnavailable(RuntimeError):
 
 
 def _system_mounts() -> list[str]:
-    """bwrap arguments that make the system's programs and libraries (and this Python) visible, read-only."""
+    """bwrap arguments that make the system's programs and libraries visible, read-only."""
     args = []
     for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = Path("/") / top
@@ -51,32 +53,90 @@ def _system_mounts() -> list[str]:
     for etc in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives"):
         if (Path("/etc") / etc).exists():
             args += ["--ro-bind", f"/etc/{etc}", f"/etc/{etc}"]
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    for prefix in sorted(prefixes):
-        if not prefix.startswith("/usr/"):
-            args += ["--ro-bind", prefix, prefix]
-    exe = os.path.realpath(sys.executable)
-    if not any(exe.startswith(p + os.sep) for p in prefixes | {"/usr"}):
-        args += ["--ro-bind", exe, exe]
-    # hide the real course_embed (and the repository around it) wherever a mount above makes it visible
-    for hidden in (PACKAGE_DIR, PACKAGE_DIR.parent / "exercises"):
-        real = os.path.realpath(hidden)
-        if any(real.startswith(p + os.sep) for p in prefixes | {"/usr"}) and os.path.isdir(real):
-            args += ["--tmpfs", real]
+    return args
+
+
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+def _inside(path: str, folders) -> bool:
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
+
+
+def environment() -> list[tuple[str, str]]:
+    """The folders of the Python environment the grader runs in, as ``(real path, path the sandbox sees)`` pairs.
+
+    Its prefixes (``sys.prefix``: a venv or conda environment; ``sys.base_prefix``: the interpreter it was made
+    from) and its site-packages, at their real paths and, where a path goes through a symbolic link, also where
+    this Python sees them; the system folders (``/usr``) are mounted anyway. The outermost folders only.
+    """
+    wanted = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages()]
+    wanted.append(os.path.dirname(os.path.abspath(sys.executable)))
+    wanted += [p for p in sys.path if os.path.isdir(p) and any(Path(p).glob("*.dist-info"))]  # .pth-added sites
+    pairs = set()
+    for path in wanted:
+        if path and os.path.isdir(path):
+            real, seen = os.path.realpath(path), os.path.abspath(path)
+            pairs.update((real, where) for where in {real, seen})
+    pairs = {(real, seen) for real, seen in pairs if not _inside(seen, _SYSTEM)}
+    outer = sorted(pairs, key=lambda pair: (len(pair[1]), pair))
+    kept: list[tuple[str, str]] = []
+    for real, seen in outer:
+        if not _inside(seen, [s for _, s in kept]):
+            kept.append((real, seen))
+    return kept
+
+
+def _hidden() -> list[str]:
+    """What must stay invisible even where the environment's folders hold it: the real ``course_embed`` and the
+    repository around it (its solutions and hidden tests), unless that folder is the environment's own."""
+    hidden = [os.path.realpath(PACKAGE_DIR)]
+    repo = os.path.realpath(PACKAGE_DIR.parent)
+    if repo not in {os.path.realpath(p) for p in site.getsitepackages()} and (Path(repo) / "exercises").is_dir():
+        hidden.append(repo)
+    return hidden
+
+
+def work_folder(env: list[tuple[str, str]] | None = None) -> str:
+    """Where the sandbox sees the notebook's folder: ``/work``, unless the environment lives there."""
+    env = environment() if env is None else env
+    for candidate in ("/work", "/course-embed-work", "/course-embed-work-2"):
+        if not any(_inside(seen, [candidate]) or _inside(candidate, [seen]) for _, seen in env):
+            return candidate
+    raise SandboxUnavailable(f"this Python environment ({sys.prefix}) covers every folder the sandbox can use")
+
+
+def _environment_mounts(env: list[tuple[str, str]]) -> list[str]:
+    """bwrap arguments binding the environment read-only (after the tmpfs mounts, so none of them covers it), then
+    hiding the repository wherever the environment makes it visible, then re-binding the environment's folders
+    that lie inside what was hidden (a ``.venv`` inside the repository)."""
+    args = []
+    for real, seen in env:
+        args += ["--ro-bind", real, seen]
+    seen_paths = [seen for _, seen in env]
+    for hidden in _hidden():
+        if _inside(hidden, seen_paths):
+            args += ["--size", "4096", "--tmpfs", hidden, "--remount-ro", hidden]
+            for real, seen in env:
+                if _inside(seen, [hidden]) and seen != hidden:
+                    args += ["--ro-bind", real, seen]
     return args
 
 
 def command(work: Path, argv: list[str], limits: Limits | None = None) -> list[str]:
-    """The ``bwrap`` command line running ``argv`` in the sandbox, in ``/work``.
+    """The ``bwrap`` command line running ``argv`` in the sandbox, in :func:`work_folder` (``/work``).
 
     ``/work`` is a tmpfs of ``limits.disk`` bytes (as are ``/tmp`` and ``/dev/shm``; unsized where
     :func:`sized_tmpfs` says bwrap cannot), holding what ``work`` holds, read-only, except ``work/out``, the one
-    folder of the host the sandbox writes to (the answers' outputs).
+    folder of the host the sandbox writes to (the answers' outputs). The Python environment is bound after these
+    tmpfs, so that one living under ``/tmp`` or ``/work`` stays visible.
     """
     size = str((limits or Limits()).disk)
+    env_folders = environment()
+    inside = work_folder(env_folders)
     env = {
         "PATH": "/usr/bin:/bin",
-        "HOME": "/work",
+        "HOME": inside,
         "MPLBACKEND": "Agg",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -91,11 +151,12 @@ def command(work: Path, argv: list[str], limits: Limits | None = None) -> list[s
     args += _system_mounts()
     sized = ["--size", size] if sized_tmpfs() else []
     args += ["--proc", "/proc", "--dev", "/dev", *sized, "--tmpfs", "/dev/shm"]
-    args += [*sized, "--tmpfs", "/tmp", *sized, "--tmpfs", "/work"]
+    args += [*sized, "--tmpfs", "/tmp", *sized, "--tmpfs", inside]
     for path in sorted(work.iterdir()):
         if path.name != "sandbox.log":
-            args += ["--bind" if path.name == "out" else "--ro-bind", str(path), f"/work/{path.name}"]
-    return args + ["--chdir", "/work", "--", *argv]
+            args += ["--bind" if path.name == "out" else "--ro-bind", str(path), f"{inside}/{path.name}"]
+    args += _environment_mounts(env_folders)
+    return args + ["--chdir", inside, "--", *argv]
 
 
 @functools.cache
@@ -111,32 +172,67 @@ def sized_tmpfs() -> bool:
 
 
 def python(work: Path, script: str, limits: Limits | None = None) -> list[str]:
-    """The command running ``/work/<script>`` with this Python, isolated from the environment (``-I``)."""
-    return command(work, [os.path.realpath(sys.executable), "-I", f"/work/{script}"], limits)
+    """The command running ``<work folder>/<script>`` with the grader's own Python (``sys.executable`` as it is, so
+    that a venv's ``pyvenv.cfg`` is read), isolated from the environment variables and user site (``-I``)."""
+    return command(work, [os.path.abspath(sys.executable), "-I", f"{work_folder()}/{script}"], limits)
+
+
+_PROBE = """import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from IPython.core.interactiveshell import InteractiveShell
+import course_embed
+assert not hasattr(course_embed, "TokenEmbedding"), "the real course_embed is visible in the sandbox"
+print("ok", sys.prefix, torch.__version__)
+"""
+
+
+def last_lines(text: str, lines: int = 6, limit: int = 600) -> str:
+    """The end of what a process printed, for a note: its last ``lines`` lines, control characters removed,
+    whitespace folded, at most ``limit`` characters."""
+    tail = [" ".join(_CONTROL.sub("", line).split()) for line in text.splitlines()[-lines:]]
+    joined = " | ".join(line for line in tail if line)
+    return joined if len(joined) <= limit else "..." + joined[-(limit - 3) :]
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 @functools.cache
 def require_bwrap() -> str:
-    """Check once that bubblewrap can run a sandbox here; raise :class:`SandboxUnavailable` saying the fix."""
+    """Check once that bubblewrap can run a sandbox here, with this Python, and that torch and IPython import in it
+    exactly as a submission's runner imports them; raise :class:`SandboxUnavailable` saying what is missing and
+    the fix."""
     if shutil.which("bwrap") is None:
         raise SandboxUnavailable(
             "grading runs every submission in a bubblewrap sandbox, and `bwrap` is not installed: install Debian's "
             "`bubblewrap` package (sudo apt-get install bubblewrap) and run the command again"
         )
     with tempfile.TemporaryDirectory(prefix="course-embed-probe-") as empty:
-        probe = command(Path(empty), [os.path.realpath(sys.executable), "-I", "-c", "print('ok')"])
+        work = Path(empty)
+        prepare(work, {}, "{}")
+        (work / "probe.py").write_text(_PROBE)
+        probe = python(work, "probe.py") + [f"{work_folder()}/lib"]
         try:
-            done = subprocess.run(probe, capture_output=True, text=True, timeout=120)
+            done = subprocess.run(probe, capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired as err:
-            raise SandboxUnavailable("`bwrap` did not start a sandbox within 120 s") from err
-    if done.returncode != 0 or done.stdout.strip() != "ok":
+            raise SandboxUnavailable("`bwrap` did not start a sandbox within 300 s") from err
+    if done.returncode == 0 and done.stdout.startswith("ok "):
+        return "ok"
+    printed = last_lines(done.stderr or done.stdout, 4, 400) or f"exit status {done.returncode}"
+    if "bwrap:" in done.stderr and "Traceback" not in done.stderr:
         raise SandboxUnavailable(
-            f"`bwrap` cannot create a sandbox here: {done.stderr.strip()[:300] or done.returncode}. It needs "
-            f"unprivileged user namespaces: on Debian `sudo sysctl -w kernel.unprivileged_userns_clone=1`, on "
-            f"Ubuntu 24.04 `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; in Docker, run the "
-            f"container with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined`"
+            f"`bwrap` cannot create a sandbox here: {printed}. It needs unprivileged user namespaces: on Debian "
+            f"`sudo sysctl -w kernel.unprivileged_userns_clone=1`, on Ubuntu 24.04 `sudo sysctl -w "
+            f"kernel.apparmor_restrict_unprivileged_userns=0`; in Docker, run the container with "
+            f"`--security-opt seccomp=unconfined --security-opt apparmor=unconfined`"
         )
-    return "ok"
+    raise SandboxUnavailable(
+        f"the sandbox runs this Python ({sys.executable}, environment {sys.prefix}) and it cannot start a "
+        f"submission's runner there: {printed}. Install the course's requirements into this environment "
+        f"(`{sys.executable} -m pip install -r requirements.txt`), or run `course-embed grade` with the Python "
+        f"that has them"
+    )
 
 
 def _stub_init() -> str:

@@ -154,17 +154,24 @@ def _wait(proc: subprocess.Popen, work: Path, timeout: float, limits: Limits) ->
             return stopped
 
 
-def _why_stopped(returncode: int, notes: list[str], limits: Limits) -> str:
-    """Why a sandbox that was not killed by the grader ended before its last cell."""
+def _log_tail(log: Path, nbytes: int = 8192) -> str:
+    """The last lines the sandbox printed (its traceback, when it died), bounded and without control characters."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - nbytes))
+            return sandbox.last_lines(f.read().decode("utf-8", "replace"))
+    except OSError:
+        return ""
+
+
+def _why_stopped(returncode: int, notes: list[str], limits: Limits, printed: str = "") -> str:
+    """Why a sandbox that was not killed by the grader ended before its last cell (``printed``: its last lines)."""
     kinds = [n.split(":", 1)[1] for n in notes if n.startswith("limit:")]
     if kinds:
         return limits.note(kinds[-1])
     if returncode == 128 + signal.SIGXCPU:  # bwrap exits with 128 + the signal that ended its child
         return limits.note("cpu-time")
-    return (
-        f"the notebook's process died (exit status {returncode}: os._exit, a crash, or killed by the system, "
-        f"e.g. out of memory)"
-    )
+    return f"the notebook's process died (exit status {returncode}); its last output: {printed or '(nothing)'}"
 
 
 def grade_notebook(
@@ -200,9 +207,10 @@ def grade_notebook(
             notes = []
         finished = notes[-1:] == ["finished"]
         if not stopped and not finished:
-            stopped = _why_stopped(proc.returncode, notes, limits)
+            stopped = _why_stopped(proc.returncode, notes, limits, _log_tail(log))
         results = score(suite, work / "out", stopped)
-        errors = ([stopped] if stopped else []) + [n for n in notes if n != "finished" and not n.startswith("limit:")]
-        return Graded(results, "; ".join(_short(e, 200) for e in errors), time.monotonic() - start)
+        errors = [_short(stopped, 800)] if stopped else []
+        errors += [_short(n, 200) for n in notes if n != "finished" and not n.startswith("limit:")]
+        return Graded(results, "; ".join(errors), time.monotonic() - start)
     finally:
         shutil.rmtree(work, ignore_errors=True)
