@@ -1,21 +1,25 @@
 """The sandbox one submission runs in: bubblewrap (``bwrap``), no network, nothing of the repository.
 
-What the submission's processes see: the system's ``/usr`` (and ``/lib*``, ``/bin``) and this Python's prefix,
-read-only; fresh ``/proc`` and ``/dev``; a private ``/tmp`` and ``/dev/shm``; and ``/work``, the notebook's folder,
-holding, read-only, the notebook's cells, the runner, the *gathering* halves of the tests and a stub
-``course_embed`` (``setup`` and the test runtime only: none of the functions the questions ask for), and
-``/work/out``, the one folder of the host it writes to (the outputs). ``/tmp``, ``/dev/shm`` and ``/work`` are tmpfs
-of a fixed size, and the runner sets the other resource limits of :mod:`.limits` before the first cell runs. The
-repository, the solutions, the hidden checks, the home folder and the gradebook are not mounted at all, and the real
-``course_embed`` is hidden under an empty tmpfs if it is installed inside a mounted folder.
+What the submission's processes see: the system's ``/usr`` (and ``/lib*``, ``/bin``) and the grader's own Python
+environment (its venv or conda prefix, the interpreter it was made from, its site-packages: :func:`environment`),
+read-only; fresh ``/proc`` (``/proc/sys`` read-only) and a read-only ``/dev``; a private ``/tmp`` and ``/dev/shm``;
+and ``/work``, the notebook's folder, holding, read-only, the notebook's cells, the runner, the *gathering* halves of
+the tests and a stub ``course_embed`` (``setup`` and the test runtime only: none of the functions the questions ask
+for), and ``/work/out``, the one folder of the host it writes to (the outputs). ``/tmp``, ``/dev/shm`` and
+``/work`` are tmpfs of a fixed size, ``/`` is read-only, and the runner sets the other resource limits of
+:mod:`.limits` before the first cell runs. The repository, the solutions, the hidden checks, the home folder and the
+gradebook are not mounted at all, and the real ``course_embed`` (and the repository around it) is hidden under an
+empty read-only tmpfs wherever the environment's folders hold it (an editable install's finder then finds nothing).
 
-Namespaces: ``--unshare-all`` (user, PID, network, IPC, UTS, cgroup), so there is no network but loopback, and
-``--die-with-parent``: when the grader kills the sandbox (time limit) or exits, the sandbox's PID 1 dies and the
-kernel ends every process in the namespace, double-forked and ``setsid`` ones included.
+Namespaces: PID, network, IPC, UTS and cgroup, so there is no network but loopback, and ``--die-with-parent``: when
+the grader kills the sandbox (time limit) or exits, the sandbox's PID 1 dies and the kernel ends every process in
+the namespace, double-forked and ``setsid`` ones included. As an ordinary user, a user namespace too (bubblewrap maps
+the sandbox's user to yours); as root, none (it would map the sandbox's user to root): the submission runs as a user
+id of its own without capabilities (:mod:`.confine`). Either way a seccomp filter refuses nested user namespaces.
 
-Needs: Debian's ``bubblewrap`` package and unprivileged user namespaces (the default on Debian 11+ and in most
-containers; Ubuntu 24.04 restricts them through AppArmor). :func:`require_bwrap` says what is missing and how to fix
-it.
+Needs: Debian's ``bubblewrap`` package (0.8 or later for ``--disable-userns``) and, as an ordinary user,
+unprivileged user namespaces (the default on Debian 11+ and in most containers; Ubuntu 24.04 restricts them through
+AppArmor). :func:`require_bwrap` says what is missing and how to fix it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import confine
 from .limits import Limits
 
 GRADING_DIR = Path(__file__).resolve().parent
@@ -106,14 +111,18 @@ def work_folder(env: list[tuple[str, str]] | None = None) -> str:
     raise SandboxUnavailable(f"this Python environment ({sys.prefix}) covers every folder the sandbox can use")
 
 
-def _environment_mounts(env: list[tuple[str, str]]) -> list[str]:
+def _environment_mounts(env: list[tuple[str, str]], work: str) -> list[str]:
     """bwrap arguments binding the environment read-only (after the tmpfs mounts, so none of them covers it), then
     hiding the repository wherever the environment makes it visible, then re-binding the environment's folders
     that lie inside what was hidden (a ``.venv`` inside the repository)."""
     args = []
+    seen_paths = [seen for _, seen in env]
+    parents = {str(parent) for seen in seen_paths for parent in Path(seen).parents if str(parent) != "/"}
+    for parent in sorted(parents):  # created 0755, as bwrap would copy the host's mode (/root, pytest's: 0700)
+        if parent not in ("/tmp", "/dev", "/proc", work) and not _inside(parent, [*_SYSTEM, "/proc"]):
+            args += ["--perms", "0755", "--dir", parent]
     for real, seen in env:
         args += ["--ro-bind", real, seen]
-    seen_paths = [seen for _, seen in env]
     for hidden in _hidden():
         if _inside(hidden, seen_paths):
             args += ["--size", "4096", "--tmpfs", hidden, "--remount-ro", hidden]
@@ -123,21 +132,25 @@ def _environment_mounts(env: list[tuple[str, str]]) -> list[str]:
     return args
 
 
-def command(work: Path, argv: list[str], limits: Limits | None = None) -> list[str]:
+def command(work: Path, argv: list[str], limits: Limits | None = None, uid: int | None = None) -> list[str]:
     """The ``bwrap`` command line running ``argv`` in the sandbox, in :func:`work_folder` (``/work``).
 
     ``/work`` is a tmpfs of ``limits.disk`` bytes (as are ``/tmp`` and ``/dev/shm``; unsized where
     :func:`sized_tmpfs` says bwrap cannot), holding what ``work`` holds, read-only, except ``work/out``, the one
     folder of the host the sandbox writes to (the answers' outputs). The Python environment is bound after these
-    tmpfs, so that one living under ``/tmp`` or ``/work`` stays visible.
+    tmpfs, so that one living under ``/tmp`` or ``/work`` stays visible. ``/``, ``/dev`` and ``/proc/sys`` are
+    read-only. Run by root, ``argv`` runs as the user id ``uid`` (see :func:`.confine.sandbox_uid`), without
+    capabilities; start the command with :func:`popen`, which adds the seccomp filter.
     """
     size = str((limits or Limits()).disk)
     env_folders = environment()
     inside = work_folder(env_folders)
+    root = os.geteuid() == 0
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": inside,
         "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": "/tmp",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         "PYTHONHASHSEED": "0",
@@ -145,18 +158,62 @@ def command(work: Path, argv: list[str], limits: Limits | None = None) -> list[s
         "LANG": "C.UTF-8",
         "COURSE_EMBED_DEVICE": os.environ.get("COURSE_EMBED_DEVICE", "cpu"),
     }
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+    if root:  # bubblewrap would map the sandbox's user to root: no user namespace, an unprivileged user id instead
+        args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    else:
+        args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns"]
+    args += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
     args += _system_mounts()
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--remount-ro", "/dev"]
     sized = ["--size", size] if sized_tmpfs() else []
-    args += ["--proc", "/proc", "--dev", "/dev", *sized, "--tmpfs", "/dev/shm"]
-    args += [*sized, "--tmpfs", "/tmp", *sized, "--tmpfs", inside]
+    shared = ["--perms", "1777"] if root else []  # root's tmpfs, written by the sandbox's user
+    for folder in ("/dev/shm", "/tmp", inside):
+        args += [*sized, *shared, "--tmpfs", folder]
     for path in sorted(work.iterdir()):
         if path.name != "sandbox.log":
             args += ["--bind" if path.name == "out" else "--ro-bind", str(path), f"{inside}/{path.name}"]
-    args += _environment_mounts(env_folders)
-    return args + ["--chdir", inside, "--", *argv]
+    args += _environment_mounts(env_folders, inside)
+    args += ["--remount-ro", "/", "--chdir", inside, "--"]
+    if root:
+        if uid is None:
+            raise ValueError("grading as root, the sandbox needs a user id (uid) to run the submission as")
+        args += [_setpriv(), "--reuid", str(uid), "--regid", str(uid), "--clear-groups", "--inh-caps=-all"]
+        args += ["--bounding-set=-all", "--"]
+    return args + argv
+
+
+def _setpriv() -> str:
+    found = shutil.which("setpriv") or ("/usr/bin/setpriv" if os.path.exists("/usr/bin/setpriv") else None)
+    if found is None or not found.startswith("/usr/"):
+        raise SandboxUnavailable(
+            "grading as root, the sandbox runs each submission as an unprivileged user with `setpriv`, which is "
+            "missing: install Debian's `util-linux` package, or grade as an ordinary user"
+        )
+    return found
+
+
+def popen(argv: list[str], **kwargs) -> subprocess.Popen:
+    """Start a :func:`command` with the seccomp filter that refuses new user namespaces
+    (:func:`.confine.no_user_namespaces`)."""
+    program = confine.no_user_namespaces()
+    if program is None:
+        if os.geteuid() == 0:
+            raise SandboxUnavailable(
+                "grading as root needs a seccomp filter this grader has only for x86-64 and arm64 machines: grade "
+                "as an ordinary user"
+            )
+        return subprocess.Popen(argv, **kwargs)
+    read, write = os.pipe()
+    try:
+        os.write(write, program)
+        os.close(write)
+        bwrap = argv.index("bwrap")
+        argv = [*argv[: bwrap + 1], "--seccomp", str(read), *argv[bwrap + 1 :]]
+        return subprocess.Popen(argv, pass_fds=(read,), **kwargs)
+    finally:
+        os.close(read)
 
 
 @functools.cache
@@ -171,10 +228,10 @@ def sized_tmpfs() -> bool:
         return False
 
 
-def python(work: Path, script: str, limits: Limits | None = None) -> list[str]:
+def python(work: Path, script: str, limits: Limits | None = None, uid: int | None = None) -> list[str]:
     """The command running ``<work folder>/<script>`` with the grader's own Python (``sys.executable`` as it is, so
     that a venv's ``pyvenv.cfg`` is read), isolated from the environment variables and user site (``-I``)."""
-    return command(work, [os.path.abspath(sys.executable), "-I", f"{work_folder()}/{script}"], limits)
+    return command(work, [os.path.abspath(sys.executable), "-I", f"{work_folder()}/{script}"], limits, uid)
 
 
 _PROBE = """import sys
@@ -190,12 +247,12 @@ print("ok", sys.prefix, torch.__version__)
 def last_lines(text: str, lines: int = 6, limit: int = 600) -> str:
     """The end of what a process printed, for a note: its last ``lines`` lines, control characters removed,
     whitespace folded, at most ``limit`` characters."""
-    tail = [" ".join(_CONTROL.sub("", line).split()) for line in text.splitlines()[-lines:]]
+    tail = [" ".join(CONTROL.sub("", line).split()) for line in text.splitlines()[-lines:]]
     joined = " | ".join(line for line in tail if line)
     return joined if len(joined) <= limit else "..." + joined[-(limit - 3) :]
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 @functools.cache
@@ -212,11 +269,15 @@ def require_bwrap() -> str:
         work = Path(empty)
         prepare(work, {}, "{}")
         (work / "probe.py").write_text(_PROBE)
-        probe = python(work, "probe.py") + [f"{work_folder()}/lib"]
+        probe = python(work, "probe.py", uid=confine.sandbox_uid()) + [f"{work_folder()}/lib"]
+        proc = popen(probe, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            done = subprocess.run(probe, capture_output=True, text=True, timeout=300)
+            stdout, stderr = proc.communicate(timeout=300)
         except subprocess.TimeoutExpired as err:
+            proc.kill()
+            proc.communicate()
             raise SandboxUnavailable("`bwrap` did not start a sandbox within 300 s") from err
+        done = subprocess.CompletedProcess(probe, proc.returncode, stdout, stderr)
     if done.returncode == 0 and done.stdout.startswith("ok "):
         return "ok"
     printed = last_lines(done.stderr or done.stdout, 4, 400) or f"exit status {done.returncode}"
