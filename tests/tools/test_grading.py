@@ -985,3 +985,22 @@ def test_a_mixed_batch_finishes_with_a_row_for_each_and_honest_full_marks(mixed_
         assert len(row["error"]) < 6000 and row["error"].count("--memory 64G") <= 20
     feedback = (folder / "gradebook-feedback").iterdir()
     assert not any("\x1b" in p.read_text() for f in feedback for p in f.iterdir())
+
+
+def test_the_repository_stays_hidden_where_the_environment_holds_it(tmp_path, monkeypatch):
+    """An environment folder that holds the repository (a prefix above it) shows it empty and read-only, while a
+    venv inside the repository stays visible."""
+    env, repo = tmp_path / "prefix", tmp_path / "prefix" / "course"
+    (repo / "exercises" / "source").mkdir(parents=True)
+    (repo / "exercises" / "source" / "solution.txt").write_text("the answer")
+    (repo / ".venv").mkdir()
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    monkeypatch.setattr(sandbox, "environment", lambda: [(str(env), str(env)), (str(repo / ".venv"),) * 2])
+    monkeypatch.setattr(sandbox, "_hidden", lambda: [str(repo)])
+    work = tmp_path / "work"
+    work.mkdir()
+    script = f"ls -A {repo}; cat {repo}/.venv/pyvenv.cfg; touch {repo}/x 2>&1 | grep -c Read-only"
+    command = sandbox.command(work, ["/bin/sh", "-c", script], uid=confine.sandbox_uid())
+    proc = sandbox.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    printed = proc.communicate(timeout=60)[0].split()
+    assert printed == [".venv", "home", "=", "/usr/bin", "1"], printed

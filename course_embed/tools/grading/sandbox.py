@@ -125,10 +125,15 @@ def _environment_mounts(env: list[tuple[str, str]], work: str) -> list[str]:
         args += ["--ro-bind", real, seen]
     for hidden in _hidden():
         if _inside(hidden, seen_paths):
-            args += ["--size", "4096", "--tmpfs", hidden, "--remount-ro", hidden]
+            args += ["--tmpfs", hidden]  # empty, and read-only once what it must show is bound
             for real, seen in env:
                 if _inside(seen, [hidden]) and seen != hidden:
+                    inner = [
+                        str(p) for p in reversed(Path(seen).parents) if _inside(str(p), [hidden]) and str(p) != hidden
+                    ]
+                    args += [arg for parent in inner for arg in ("--perms", "0755", "--dir", parent)]
                     args += ["--ro-bind", real, seen]
+            args += ["--remount-ro", hidden]
     return args
 
 
@@ -161,7 +166,8 @@ def command(work: Path, argv: list[str], limits: Limits | None = None, uid: int 
     if root:  # bubblewrap would map the sandbox's user to root: no user namespace, an unprivileged user id instead
         args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     else:
-        args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns"]
+        args = ["bwrap", "--unshare-all", "--unshare-user"]
+        args += ["--disable-userns"] if "--disable-userns" in _bwrap_help() else []  # 0.8+; seccomp refuses anyway
     args += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
@@ -217,15 +223,21 @@ def popen(argv: list[str], **kwargs) -> subprocess.Popen:
 
 
 @functools.cache
+def _bwrap_help() -> str:
+    path = shutil.which("bwrap")
+    try:
+        return subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60).stdout if path else ""
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+@functools.cache
 def sized_tmpfs() -> bool:
     """Whether this ``bwrap`` can give a tmpfs a size (``--size``: bubblewrap 0.7 and later, and not setuid)."""
     path = shutil.which("bwrap")
     if path is None or os.stat(path).st_mode & stat.S_ISUID:
         return False
-    try:
-        return "--size" in subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    return "--size" in _bwrap_help()
 
 
 def python(work: Path, script: str, limits: Limits | None = None, uid: int | None = None) -> list[str]:
