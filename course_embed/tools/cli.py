@@ -10,7 +10,9 @@ course-embed status [NOTEBOOK ...]    measure chapters on CPU and rewrite book/s
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 
 
@@ -70,10 +72,6 @@ def _size(option: str):
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from .grading import SandboxUnavailable
-    from .grading.batch import Interrupted, grade_batch
     from .grading.gradebook import find_submissions
     from .grading.limits import Limits
 
@@ -85,6 +83,33 @@ def _grade(args: argparse.Namespace) -> int:
     found = find_submissions(args.submissions)
     for skipped in found.skipped:
         print(f"skipped {skipped}", file=sys.stderr)
+    # `kill` (SIGTERM) stops the batch as Ctrl-C does; it is the way to stop a command started with SIGINT ignored
+    # (a background job of a script), which Ctrl-C cannot reach
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
+    try:
+        return _grade_found(args, found, limits)
+    except _Terminated:
+        return 143
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
+
+
+def _terminated(signum, frame):
+    raise _Terminated
+
+
+def _grade_found(args: argparse.Namespace, found, limits) -> int:
+    from tqdm import tqdm
+
+    from .grading import SandboxUnavailable
+    from .grading.batch import Interrupted, grade_batch
+
     with tqdm(
         total=len(found.paths), unit="submission", desc="grading", file=sys.stderr, disable=None
     ) as bar:  # disable=None: no bar when stderr is not a terminal
@@ -105,7 +130,7 @@ def _grade(args: argparse.Namespace) -> int:
             return 2
         except Interrupted as stop:
             print(f"\n{stop}; gradebook: {args.out}", file=sys.stderr)
-            return 130
+            return 143 if isinstance(stop.__context__, _Terminated) else 130
     print(book.summary())
     print(f"gradebook: {args.out}")
     if not book.rows:

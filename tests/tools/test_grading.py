@@ -14,6 +14,8 @@ import os
 import pickle
 import re
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,16 +31,18 @@ import torch
 from nbformat.v4 import new_code_cell, new_notebook
 
 from course_embed.tools.cli import main
-from course_embed.tools.grading import batch, compare, probe, sandbox
+from course_embed.tools.grading import batch, compare, confine, probe, sandbox, submission
 from course_embed.tools.grading.compare import Question, TestResult, load_suite, read_output, strip_checks
 from course_embed.tools.grading.feedback import results_json
-from course_embed.tools.grading.gradebook import Gradebook, GradeRow, find_submissions
+from course_embed.tools.grading.gradebook import Gradebook, GradeRow, find_submissions, safe_name
 from course_embed.tools.grading.limits import Limits, parse_size
 from course_embed.tools.grading.release import make_release
+from course_embed.tools.grading.restore import restore
 from course_embed.tools.grading.submission import plan, read_submission
 
 from .grading_cases import ALIASES, NAMES, ROOT, solution_answers, with_answers
 from .grading_cases.cheats import LIMIT_OPTIONS, SURVIVOR_TOKEN, build_batch, loop_notebook
+from .grading_cases.hostile import build_mixed_batch
 
 SPEC = """
 import torch
@@ -226,11 +230,12 @@ def test_submissions_are_found_per_student_at_any_depth_and_the_latest_wins(tmp_
     for name in files:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}")
+    os.utime(tmp_path / "carol/03_sinusoidal.ipynb", (1_700_000_000, 1_700_000_000))  # handed in before the zip
     found = find_submissions([tmp_path])
     assert {found.students[p]: str(p.relative_to(tmp_path)) for p in found.paths} == {
         "alice": "alice/03.ipynb",
         "groups/week3/bob": "groups/week3/bob/03.ipynb",
-        "top": "top.ipynb",
+        "top.ipynb": "top.ipynb",
         "carol": "carol/03_sinusoidal_2099_01_01T00_00_00_000000.zip",
     }
     skipped = "\n".join(found.skipped)
@@ -285,7 +290,9 @@ def test_results_json_follows_gradescope():
     ]
 
 
-def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tmp_path, monkeypatch):
+def _interrupting_batch(tmp_path, monkeypatch, interrupt):
+    """Twelve submissions whose second one runs a sleeper registered as its sandbox and calls ``interrupt`` while
+    it runs; returns the paths, the names started and the sleepers."""
     started, sleepers = [], []
 
     def fake_grade(path, student, suite, feedback, timeout, running, limits):
@@ -296,7 +303,7 @@ def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tm
         sleepers.append(sleeper)
         with running.lock:
             running.procs.add(sleeper)
-        threading.Timer(0.5, _thread.interrupt_main).start()  # Ctrl-C while this one runs
+        threading.Timer(0.5, interrupt).start()
         sleeper.wait()
         return GradeRow(student, str(path), suite.exercise, {})
 
@@ -306,14 +313,41 @@ def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tm
     for i in range(12):
         nbformat.write(new_notebook(), tmp_path / f"s{i}.ipynb")
         paths.append(tmp_path / f"s{i}.ipynb")
-    start = time.monotonic()
-    with pytest.raises(batch.Interrupted, match="interrupted: 1 of 12"):
-        batch.grade_batch(paths, tmp_path / "gb.csv", exercise="03_sinusoidal", root=ROOT / "exercises", jobs=1)
+    return paths, started, sleepers
+
+
+def test_ctrl_c_stops_at_once_keeps_finished_rows_and_kills_running_sandboxes(tmp_path, monkeypatch):
+    # Ctrl-C as a terminal delivers it, whatever SIGINT's disposition this test process inherited (a background
+    # job of a script starts with SIGINT ignored, and then interrupt_main would do nothing)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        paths, started, sleepers = _interrupting_batch(tmp_path, monkeypatch, _thread.interrupt_main)
+        start = time.monotonic()
+        with pytest.raises(batch.Interrupted, match="interrupted: 1 of 12"):
+            batch.grade_batch(paths, tmp_path / "gb.csv", exercise="03_sinusoidal", root=ROOT / "exercises", jobs=1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - start < 20
     assert all(s.wait(timeout=10) is not None for s in sleepers)  # killed, not left running
     assert len(started) <= 3  # the queue was cancelled
     rows = list(csv.DictReader((tmp_path / "gb.csv").open()))
     assert [r["student"] for r in rows] == ["s0"]
+
+
+def test_sigterm_stops_the_command_like_ctrl_c_also_with_sigint_ignored(tmp_path, monkeypatch, capsys):
+    """Started with SIGINT ignored (``cmd &`` in a script), Ctrl-C cannot reach the command; ``kill`` (SIGTERM)
+    stops it as Ctrl-C does: sandboxes killed, finished rows kept, exit status 143."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        paths, _, sleepers = _interrupting_batch(tmp_path, monkeypatch, lambda: os.kill(os.getpid(), signal.SIGTERM))
+        code = main(["grade", *map(str, paths), "--out", str(tmp_path / "gb.csv"), "--exercise", "03_sinusoidal",
+                     "--root", str(ROOT / "exercises"), "--jobs", "1"])  # fmt: skip
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the command put the default back
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 143 and "interrupted: 1 of 12" in capsys.readouterr().err
+    assert all(s.wait(timeout=10) is not None for s in sleepers)
+    assert [r["student"] for r in csv.DictReader((tmp_path / "gb.csv").open())] == ["s0"]
 
 
 def test_an_empty_batch_exits_non_zero_with_an_empty_gradebook(tmp_path, capsys):
@@ -583,3 +617,390 @@ def test_nothing_a_submission_started_survives_and_the_gradebook_stays_as_writte
     time.sleep(max(0.0, cheat_batch["ended"] + 10 - time.monotonic()))
     assert cheat_batch["out"].read_bytes() == cheat_batch["bytes"]
     assert cheat_batch["leftovers"] == set(), "temporary grading folders were left behind"
+
+
+# --- grading from the instructor's Python environment --------------------------------------------------------------
+
+
+def _venv(where: Path, *options: str) -> Path:
+    """A venv made from this interpreter that has the course installed as a user's would have it: its own
+    site-packages holds a ``.pth`` naming this checkout and the site-packages this test process imports torch from
+    (a venv made from a venv sees only the base interpreter's), and a module found nowhere else."""
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", *options, str(where)],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    site_dir = next((where / "lib").glob("python3*/site-packages"))
+    sites = [p for p in sys.path if os.path.isdir(p) and any(Path(p).glob("*.dist-info"))]
+    (site_dir / "course.pth").write_text("\n".join([str(ROOT), *sites]) + "\n")
+    (site_dir / "only_in_this_environment.py").write_text("WHERE = 'this venv'\n")
+    return where / "bin" / "python"
+
+
+def test_grading_works_from_a_venv_a_copies_venv_and_this_interpreter(built_exercises, tmp_path):
+    """The sandbox runs the grader's own environment: a venv with a symbolic link to its interpreter (the default;
+    its packages only in the venv, here ``only_in_this_environment``), one with a copy (``--copies``), both under
+    the temporary folder that the sandbox covers with its own tmpfs, and this interpreter. Each grades the solution
+    full marks, run from another folder and without PYTHONPATH (the venvs have the course installed)."""
+    name = "01_token_embedding"
+    student = nbformat.read(built_exercises[name].student, as_version=4)
+    solution = with_answers(student, dict(enumerate(solution_answers(built_exercises[name]))))
+    solution.cells.insert(1, new_code_cell("import only_in_this_environment"))
+    pythons = {"venv": _venv(tmp_path / "envs" / "venv"), "copies": _venv(tmp_path / "envs" / "copies", "--copies")}
+    assert pythons["venv"].is_symlink() and not pythons["copies"].is_symlink()
+    runs = {}
+    for kind, python in {**pythons, "this interpreter": Path(sys.executable)}.items():
+        folder = tmp_path / kind.replace(" ", "_")
+        folder.mkdir()
+        nb = solution if kind in pythons else with_answers(solution, {})
+        if kind not in pythons:
+            nb.cells.pop(1)  # the module lives only in the venvs
+        nbformat.write(nb, folder / "solution.ipynb")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} if kind in pythons else dict(os.environ)
+        command = [str(python), "-m", "course_embed.tools.cli", "grade", "solution.ipynb", "--out", "gb.csv",
+                   "--root", str(ROOT / "exercises")]  # fmt: skip
+        runs[kind] = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    suite = load_suite(ROOT / "exercises", name)
+    for kind, proc in runs.items():
+        printed = proc.communicate(timeout=600)[0].decode()
+        assert proc.returncode == 0, (kind, printed)
+        (row,) = csv.DictReader((tmp_path / kind.replace(" ", "_") / "gb.csv").open())
+        assert (row["error"], float(row["total"])) == ("", sum(q.points for q in suite.questions)), (kind, row)
+
+
+def test_the_check_before_a_batch_imports_what_a_runner_imports_and_says_the_fix(monkeypatch):
+    sandbox.require_bwrap.cache_clear()
+    monkeypatch.setattr(sandbox, "_PROBE", "import sys\nsys.path.insert(0, sys.argv[1])\nimport not_installed_here\n")
+    try:
+        with pytest.raises(sandbox.SandboxUnavailable) as err:
+            sandbox.require_bwrap()
+    finally:
+        sandbox.require_bwrap.cache_clear()
+    message = str(err.value)
+    assert "No module named 'not_installed_here'" in message and sys.executable in message
+    assert "-m pip install -r requirements.txt" in message
+
+
+# --- what a hostile submission may put where the trusted side reads -----------------------------------------------
+
+
+def _described(tensor: dict) -> dict:
+    return {"__outcome__": True, "type": "Tensor", "value": {"__tensor__": True, "device": "cpu", **tensor}}
+
+
+def test_gathered_tensors_are_validated_before_any_arithmetic(tmp_path):
+    spec = _spec(tmp_path)
+    flags = {"requires_grad": False, "is_param": False}
+    forged = {
+        "sparse indices outside its size": {
+            "sparse": True, "coalesced": True, "size": [2], "indices": torch.tensor([[10**9]]),
+            "values": torch.ones(1), **flags,
+        },
+        "sparse int32 indices": {
+            "sparse": True, "size": [2], "indices": torch.tensor([[0]], dtype=torch.int32),
+            "values": torch.ones(1), **flags,
+        },
+        "stride-0 view": {"sparse": False, "data": torch.zeros(1).as_strided((2**15, 2**15), (0, 0)), **flags},
+        "overlapping view": {"sparse": False, "data": torch.arange(4.0).as_strided((2,), (0,)), **flags},
+        "not a tensor": {"sparse": False, "data": [2.0, 4.0], **flags},
+    }  # fmt: skip
+    for what, tensor in forged.items():
+        gathered = torch.load(_save(tmp_path, [_described(tensor), {"__outcome__": True, "raised": "TypeError"}]))
+        passed, message = probe.check(spec, gathered)
+        assert not passed and "not what the test gathers" in message, (what, message)
+    honest_sparse = torch.sparse_coo_tensor(torch.tensor([[0, 1]]), torch.tensor([2.0, 4.0]), (2,)).coalesce()
+    gathered = [{"__outcome__": True, "type": "Tensor", "value": probe._data(honest_sparse)}, {}]
+    passed, message = probe.check(spec, torch.load(_save(tmp_path, gathered)))
+    assert not passed and "must return a dense tensor" in message  # a sparse tensor only where a test asks for one
+    back = restore(torch.load(_save(tmp_path, probe._data(honest_sparse))))
+    assert back.sparse and back.coalesced and torch.equal(back.data.to_dense(), torch.tensor([2.0, 4.0]))
+    unsorted = torch.sparse_coo_tensor(torch.tensor([[1, 0]]), torch.tensor([4.0, 2.0]), (2,))
+    forged = {**probe._data(unsorted), "coalesced": True}  # claimed, not true: not taken
+    assert not restore(torch.load(_save(tmp_path, forged))).coalesced
+
+
+def test_outputs_are_read_without_links_pipes_or_inflation(tmp_path):
+    torch.save({"secret": torch.ones(2)}, tmp_path / "host.pt")
+    (tmp_path / "link.pt").symlink_to(tmp_path / "host.pt")
+    os.mkfifo(tmp_path / "pipe.pt")
+    bomb = tmp_path / "bomb.pt"
+    torch.save(torch.zeros(17 * 2**20), tmp_path / "plain.pt")  # 68 MB, above the cap once inflated
+    with zipfile.ZipFile(tmp_path / "plain.pt") as plain, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in plain.infolist():
+            out.writestr(info.filename, plain.read(info), zipfile.ZIP_DEFLATED)
+    assert bomb.stat().st_size < 2**20
+    names = ("link.pt", "pipe.pt", "bomb.pt")
+    results = {}
+    reader = threading.Thread(target=lambda: results.update({n: read_output(tmp_path / n) for n in names}))
+    reader.daemon = True
+    reader.start()
+    reader.join(timeout=60)
+    assert not reader.is_alive(), "reading a named pipe blocked"
+    assert "not a regular file" in results["link.pt"]["__gather_failed__"]
+    assert "not a regular file" in results["pipe.pt"]["__gather_failed__"]
+    assert "compressed records" in results["bomb.pt"]["__gather_failed__"]
+    assert torch.equal(read_output(tmp_path / "host.pt")["secret"], torch.ones(2))  # a plain file still reads
+
+
+def test_the_disk_check_counts_folders_and_entries_not_only_files(tmp_path):
+    for i in range(submission.MAX_ENTRIES + 10):
+        (tmp_path / f"d{i}").mkdir()
+    used, entries = submission._disk_use(tmp_path, 2**40)
+    assert entries > submission.MAX_ENTRIES
+    assert used == sum(os.lstat(tmp_path / f"d{i}").st_blocks * 512 for i in range(submission.MAX_ENTRIES + 10))
+
+
+def test_notes_from_the_sandbox_are_bounded_stripped_and_never_taken_as_observed(tmp_path):
+    (tmp_path / "cells.json").write_text(json.dumps(["\x1b[2J=cmd|x" + "y" * 500] * 100 + ["limit:memory"]))
+    notes = submission._notes(tmp_path)
+    assert len(notes) == submission.MAX_NOTES + 1 and all(len(n) <= submission.NOTE_CHARS for n in notes)
+    assert not any("\x1b" in n for n in notes)
+    why = submission._why_stopped(4, notes + ["limit:memory"], Limits(), "", oom=False)
+    assert why.startswith("as the notebook's run reported, stopped at the sandbox's memory limit")
+    assert submission._why_stopped(4, ["limit:bogus"], Limits(), "Traceback | KeyError: 'x'", oom=False).endswith(
+        "its last output: Traceback | KeyError: 'x'"
+    )
+    assert "memory limit (4 GiB for all its processes together)" in submission._why_stopped(137, [], Limits(), "", True)
+    (tmp_path / "cells.json").unlink()
+    os.mkfifo(tmp_path / "cells.json")
+    assert submission._notes(tmp_path) == []
+
+
+def test_malformed_files_get_a_row_not_an_exception(tmp_path):
+    cases = {
+        "digits.ipynb": '{"cells": [], "nbformat": ' + "9" * 5000 + "}",
+        "deep.ipynb": "[" * 100_000 + "]" * 100_000,
+        "otter.ipynb": '{"cells": [], "nbformat": 4, "metadata": {"otter": "x"}}',
+        "cells.ipynb": '{"cells": [1, "x"], "nbformat": 4}',
+    }
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+    assert read_submission(tmp_path / "digits.ipynb")[1].startswith("not a notebook")
+    assert read_submission(tmp_path / "deep.ipynb")[1].startswith("not a notebook")
+    assert submission.notebook_exercise(read_submission(tmp_path / "otter.ipynb")[0]) is None
+    assert "not JSON objects" in read_submission(tmp_path / "cells.ipynb")[1]
+    with zipfile.ZipFile(tmp_path / "method.zip", "w") as zf:
+        zf.writestr("a.ipynb", "{}")
+    data = bytearray((tmp_path / "method.zip").read_bytes())
+    for header, at in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # an unknown compression method
+        data[data.index(header) + at] = 99
+    (tmp_path / "method.zip").write_bytes(bytes(data))
+    with zipfile.ZipFile(tmp_path / "big.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("a.ipynb", b" " * (submission.MAX_SUBMISSION_BYTES + 1))
+    with zipfile.ZipFile(tmp_path / "link.zip", "w") as zf:
+        info = zipfile.ZipInfo("a.ipynb")
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(info, "../bob/03_sinusoidal.ipynb")
+    assert read_submission(tmp_path / "method.zip")[1].startswith("cannot read the file")
+    assert "larger than 50 MiB" in read_submission(tmp_path / "big.zip")[1]
+    assert "symbolic link" in read_submission(tmp_path / "link.zip")[1]
+    (tmp_path / "fifo.ipynb").unlink(missing_ok=True)
+    os.mkfifo(tmp_path / "fifo.ipynb")
+    assert "not a regular file" in read_submission(tmp_path / "fifo.ipynb")[1]
+    found = find_submissions([tmp_path / "x_2026_13_45T99_99_99_000000.ipynb"])  # an impossible stamp: just a name
+    assert found.students == {tmp_path / "x_2026_13_45T99_99_99_000000.ipynb": "x_2026_13_45T99_99_99_000000"}
+
+
+def test_identity_and_time_come_from_folders_and_file_times(tmp_path):
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "bob").mkdir()
+    (tmp_path / "alice" / "03.ipynb").write_text("{}")
+    (tmp_path / "bob" / "03.ipynb").write_text("{}")
+    os.utime(tmp_path / "alice" / "03.ipynb", (1_700_000_000, 1_700_000_000))
+    (tmp_path / "alice_2099_01_01T00_00_00_000000.ipynb").write_text("{}")  # beside alice/: not alice
+    (tmp_path / "mallory").mkdir()
+    (tmp_path / "mallory" / "03.ipynb").symlink_to(tmp_path / "bob" / "03.ipynb")
+    (tmp_path / "eve").symlink_to(tmp_path / "bob", target_is_directory=True)
+    found = find_submissions([tmp_path])
+    assert sorted(found.students.values()) == ["alice", "alice_2099_01_01T00_00_00_000000.ipynb", "bob"]
+    alice = next(p for p, s in found.students.items() if s == "alice")
+    assert batch.submitted_at(alice) == "2023-11-14T22:13:20Z"  # the file's time, not a stamp
+    skipped = "\n".join(found.skipped)
+    assert "mallory/03.ipynb: a symbolic link" in skipped and "eve: a symbolic link" in skipped
+    assert safe_name("alice!") != safe_name("alice") == "alice" and safe_name("a/b") != safe_name("a_b")
+
+
+def test_no_submission_text_reaches_a_spreadsheet_or_terminal_unneutralised(tmp_path):
+    book = Gradebook(
+        "01_x",
+        [Question("q1", 1.0, ("f",))],
+        [GradeRow('=HYPERLINK("http://x")', "@a.ipynb", "01_x", {"q1": 0.0}, "-1+1\x1b[2J\u202e")],
+    )
+    book.write(tmp_path / "gb.csv")
+    row = list(csv.reader((tmp_path / "gb.csv").open()))[1]
+    assert row[0].startswith("'=") and row[1] == "'@a.ipynb" and row[-1] == "'-1+1[2J"
+    assert "\x1b" not in book.summary() and "\u202e" not in book.summary()
+
+
+def test_an_answer_that_mentions_otter_in_a_comment_is_kept():
+    cells = [
+        new_code_cell("import otter\ngrader = otter.Notebook('x.ipynb')"),
+        new_code_cell("# unlike otter.Notebook(...), this is mine\ndef f():\n    return 1"),
+        new_code_cell("x = 2\ngrader.export(pdf=False)"),
+        new_code_cell('grader.check("q1")'),
+    ]
+    steps = plan(json.loads(nbformat.writes(new_notebook(cells=cells))))
+    assert [s.get("source") for s in steps] == [cells[1].source, "x = 2\n", None]
+
+
+def test_the_checks_of_one_submission_run_apart_with_their_own_limits(tmp_path):
+    """A check that never ends or crashes the process costs its own submission's row only: the checks run in a
+    child process with a time limit, and another submission's checks finish meanwhile."""
+    root = tmp_path / "exercises"
+    (root / "checks").mkdir(parents=True)
+    (root / "source").mkdir()
+    (root / "checks" / "99_x.py").write_text(SPEC)
+    (root / "source" / "99_x_hidden.py").write_text(
+        "import os, signal, time\nfrom course_embed.tools.grading.probe import run, test\n\n"
+        "@test('q1', points=1, hidden=True)\ndef stalls(f):\n    got = yield run(f, 1)\n"
+        "    if got.value == 'stall':\n        time.sleep(600)\n"
+        "    if got.value == 'crash':\n        os.kill(os.getpid(), signal.SIGSEGV)\n"
+    )
+    suite = load_suite(root, "99_x")
+    outs = {}
+    for kind in ("stall", "crash", "honest"):
+        outs[kind] = tmp_path / kind
+        outs[kind].mkdir()
+        for spec in suite.tests:
+            answer = _double if spec.name == "doubles" else (lambda value: lambda x: value)(kind)
+            torch.save(probe.gather(spec, {"f": answer}), outs[kind] / f"{spec.name}.pt")
+    with ThreadPoolExecutor(3) as pool:
+        stalled = pool.submit(compare.score_apart, suite, outs["stall"], "", None, 45)
+        crashed = pool.submit(compare.score_apart, suite, outs["crash"], "", None, 300)
+        honest = compare.score_apart(suite, outs["honest"], "", None, 300)
+        assert not stalled.done()  # the honest checks did not wait for the stalled ones
+        stalled, crashed = stalled.result(), crashed.result()
+    assert [r.score for r in honest] == [2.0, 1.0]
+    assert stalled[0].score == 2.0 and "took longer than 45 s" in stalled[1].output
+    assert crashed[0].score == 2.0 and "crashed" in crashed[1].output
+
+
+# --- the sandbox's confinement, as root and as an ordinary user ------------------------------------------------------
+
+_CONFINED = """import ctypes, errno, json, os, resource, time
+found = {"uid": os.getuid()}
+def attempt(name, action):
+    try:
+        action()
+        found[name] = "allowed"
+    except OSError as err:
+        found[name] = errno.errorcode.get(err.errno, str(err.errno))
+attempt("sysctl", lambda: open("/proc/sys/kernel/printk_ratelimit_burst", "r+").close())
+attempt("/", lambda: open("/x", "w").close())
+attempt("/dev", lambda: open("/dev/x", "w").close())
+attempt("/tmp", lambda: open("/tmp/x", "w").close())
+attempt("/tmp beyond its size", lambda: open("/tmp/big", "wb").write(bytes(2 * 2**20)))
+libc = ctypes.CDLL(None, use_errno=True)
+found["user namespace"] = "allowed" if libc.unshare(0x10000000) == 0 else errno.errorcode[ctypes.get_errno()]
+resource.setrlimit(resource.RLIMIT_NPROC, (8, 8))
+forks = 0
+try:
+    for _ in range(20):
+        if os.fork() == 0:
+            time.sleep(2)
+            os._exit(0)
+        forks += 1
+except BlockingIOError:
+    pass
+found["forks"] = forks
+print(json.dumps(found))
+"""
+
+
+def _confined(command, work) -> dict:
+    proc = sandbox.popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return json.loads(out)
+
+
+def _expect_confined(found: dict) -> None:
+    assert found["uid"] != 0
+    assert found["sysctl"] in ("EROFS", "EACCES") and found["/"] == "EROFS" and found["/dev"] == "EROFS"
+    assert found["/tmp"] == "allowed" and found["/tmp beyond its size"] == "ENOSPC"
+    assert found["user namespace"] == "EPERM"
+    assert found["forks"] < 8  # the process limit holds
+
+
+def test_the_sandbox_never_runs_with_host_privileges(tmp_path):
+    """Whoever grades (root, here, when the tests run as root): no host user id 0, read-only /proc/sys, / and /dev,
+    sized /tmp, no nested user namespace, and a process limit that holds."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "confined.py").write_text(_CONFINED)
+    uid = confine.sandbox_uid()
+    found = _confined(sandbox.python(work, "confined.py", Limits(disk=2**20), uid), work)
+    _expect_confined(found)
+    if os.geteuid() == 0:
+        assert found["uid"] == uid
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None or not os.path.exists("/usr/bin/python3"),
+    reason="needs root, to start the grader's sandbox as the user nobody too",
+)
+def test_the_sandbox_of_an_ordinary_user_is_confined_the_same_way(monkeypatch):
+    work = Path(tempfile.mkdtemp(prefix="course-embed-nobody-"))
+    try:
+        work.chmod(0o755)
+        (work / "confined.py").write_text(_CONFINED)
+        (work / "confined.py").chmod(0o644)
+        monkeypatch.setattr(sandbox.os, "geteuid", lambda: 65534)
+        monkeypatch.setattr(sandbox, "environment", lambda: [])  # the system's Python, which nobody can read
+        command = sandbox.command(work, ["/usr/bin/python3", "-I", "/work/confined.py"], Limits(disk=2**20))
+        assert "--disable-userns" in command
+        nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--"]
+        found = _confined(nobody + command, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    _expect_confined(found)
+    assert found["uid"] == 65534
+
+
+@pytest.fixture(scope="module")
+def mixed_batch(built_exercises, tmp_path_factory):
+    """Honest, broken and hostile submissions of exercise 03 (grading_cases/hostile.py), graded in one batch
+    through the command, under --memory 2G."""
+    folder = tmp_path_factory.mktemp("mixed")
+    student = nbformat.read(built_exercises["03_sinusoidal"].student, as_version=4)
+    solution = solution_answers(built_exercises["03_sinusoidal"])
+    probe_cgroup = confine.MemoryCgroup(2**30, f"course-embed-probe-{os.getpid()}")
+    has_cgroup = probe_cgroup.path is not None
+    probe_cgroup.remove()
+    cases = build_mixed_batch(folder / "batch", student, solution, has_cgroup)
+    out = folder / "gradebook.csv"
+    command = ["grade", str(folder / "batch"), "--out", str(out), "--root", str(ROOT / "exercises"), "--memory", "2G"]
+    code = main(command)
+    return code, cases, out, folder
+
+
+def test_a_mixed_batch_finishes_with_a_row_for_each_and_honest_full_marks(mixed_batch):
+    code, cases, out, folder = mixed_batch
+    assert code == 0
+    rows = {r["submission"]: r for r in csv.DictReader(out.open())}
+    assert len(rows) == len(cases)
+    for case in cases:
+        row = rows[str(folder / "batch" / case.path)]
+        assert tuple(float(row[q]) for q in ("q1", "q2", "q3")) == case.scores, (case.path, row)
+        assert case.error in row["error"], (case.path, row["error"])
+        assert not any(bad in row["error"] for bad in case.never), (case.path, row["error"])
+        assert len(row["error"]) < 6000 and row["error"].count("--memory 64G") <= 20
+    feedback = (folder / "gradebook-feedback").iterdir()
+    assert not any("\x1b" in p.read_text() for f in feedback for p in f.iterdir())
+
+
+def test_the_repository_stays_hidden_where_the_environment_holds_it(tmp_path, monkeypatch):
+    """An environment folder that holds the repository (a prefix above it) shows it empty and read-only, while a
+    venv inside the repository stays visible."""
+    env, repo = tmp_path / "prefix", tmp_path / "prefix" / "course"
+    (repo / "exercises" / "source").mkdir(parents=True)
+    (repo / "exercises" / "source" / "solution.txt").write_text("the answer")
+    (repo / ".venv").mkdir()
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    monkeypatch.setattr(sandbox, "environment", lambda: [(str(env), str(env)), (str(repo / ".venv"),) * 2])
+    monkeypatch.setattr(sandbox, "_hidden", lambda: [str(repo)])
+    work = tmp_path / "work"
+    work.mkdir()
+    script = f"ls -A {repo}; cat {repo}/.venv/pyvenv.cfg; touch {repo}/x 2>&1 | grep -c Read-only"
+    command = sandbox.command(work, ["/bin/sh", "-c", script], uid=confine.sandbox_uid())
+    proc = sandbox.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    printed = proc.communicate(timeout=60)[0].split()
+    assert printed == [".venv", "home", "=", "/usr/bin", "1"], printed

@@ -3,9 +3,11 @@
 * :mod:`.assign`: student notebooks from ``exercises/source`` (``otter assign``), byte-reproducible.
 * :mod:`.probe`: the test format: gather the answers' outputs, then check them; ``grader.check`` runs both halves
   in the learner's kernel.
-* :mod:`.sandbox` and :mod:`.runner`: a submission runs in bubblewrap, without network or the repository; it only
-  produces outputs, as data.
-* :mod:`.compare`: the trusted checks, run outside the sandbox.
+* :mod:`.sandbox` and :mod:`.runner`: a submission runs in bubblewrap, without network or the repository, in the
+  grader's own Python environment; it only produces outputs, as data. :mod:`.confine`: no host privileges (an
+  unprivileged user id when grading as root, no nested user namespaces) and a memory cgroup where one can be made.
+* :mod:`.compare` and :mod:`.restore`: the outputs read and validated as untrusted data, and the trusted checks, run
+  outside the sandbox, in a process per submission.
 * :mod:`.submission`, :mod:`.gradebook`, :mod:`.batch`: one submission, the gradebook, a batch.
 * :mod:`.feedback`: Gradescope ``results.json`` and a readable feedback file per submission.
 * :mod:`.release`: a copy of the course for learners, without solutions or hidden tests.

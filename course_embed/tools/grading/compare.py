@@ -13,7 +13,15 @@ sandbox gathered, as data only (``torch.load(weights_only=True)``, size-capped),
 from __future__ import annotations
 
 import ast
+import io
+import json
+import os
 import re
+import signal
+import stat
+import subprocess
+import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +69,7 @@ class Suite:
     exercise: str
     tests: list[probe.TestSpec]
     sources: dict[str, str] = field(default_factory=dict)
+    root: Path | None = None  # the exercises folder it was loaded from
 
     @property
     def questions(self) -> list[Question]:
@@ -106,7 +115,7 @@ def load_suite(root: str | Path, exercise: str, *, require_hidden: bool = True) 
     names = [t.name for t in tests]
     if len(set(names)) != len(names):
         raise ValueError(f"{exercise}: two tests share a name: {sorted(n for n in names if names.count(n) > 1)}")
-    return Suite(exercise, tests, sources)
+    return Suite(exercise, tests, sources, root)
 
 
 def strip_checks(source: str, filename: str = "<tests>") -> str:
@@ -148,29 +157,137 @@ def _is_test(func: ast.FunctionDef) -> bool:
     return any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "test" for d in func.decorator_list)
 
 
+def read_bytes(path: Path, limit: int) -> bytes | None:
+    """The bytes of the regular file ``path``, read without following a symbolic link and without blocking on a
+    named pipe or device; ``None`` when it does not exist. ``ValueError`` when it is not a regular file or is
+    larger than ``limit`` bytes (the sandbox may have put anything at that name)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise ValueError("not a regular file (a link?)") from err
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > limit:
+            raise ValueError(f"larger than {limit // 2**20} MiB")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit // 2**20} MiB")
+    return data
+
+
+def _uncompressed(data: bytes) -> None:
+    """``ValueError`` unless ``data`` is a ``torch.save`` archive whose records are stored uncompressed (as torch
+    writes them) and add up to at most :data:`MAX_OUTPUT_BYTES`: torch inflates compressed records on load."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = archive.infolist()
+    if len(members) > 10_000 or any(m.compress_type != zipfile.ZIP_STORED for m in members):
+        raise ValueError("compressed records")
+    if sum(m.file_size for m in members) > MAX_OUTPUT_BYTES:
+        raise ValueError(f"larger than {MAX_OUTPUT_BYTES // 2**20} MiB uncompressed")
+
+
 def read_output(path: Path) -> object:
     """What the sandbox wrote for one test, loaded as data only; ``{"__gather_failed__": why}`` when unusable."""
     try:
-        if path.stat().st_size > MAX_OUTPUT_BYTES:
-            return {"__gather_failed__": f"the outputs are larger than {MAX_OUTPUT_BYTES // 2**20} MiB"}
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        return None
+        data = read_bytes(path, MAX_OUTPUT_BYTES)
+        if data is None:
+            return None
+        _uncompressed(data)
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except ValueError as err:
+        return {"__gather_failed__": f"the outputs of this test could not be read: {err}"}
     except Exception as err:  # a corrupt or forged file is the submission's problem, never the grader's
         return {"__gather_failed__": f"unreadable outputs ({type(err).__name__})"}
 
 
 def score(suite: Suite, out: Path, stopped: str = "", seed: int | None = None) -> list[TestResult]:
-    """Check every test of ``suite`` against the outputs in ``out``; ``stopped`` explains missing outputs, ``seed``
-    is the secret the sandbox's gathering was given (hidden tests draw their inputs from it)."""
-    results = []
-    for spec in suite.tests:
-        gathered = read_output(out / f"{spec.name}.pt")
-        if gathered is None:
-            passed, message = False, f"not graded: {stopped or 'the notebook stopped before this question'}"
-        else:
-            passed, message = probe.check(spec, gathered, seed)
-        results.append(
-            TestResult(spec.name, spec.question, spec.points if passed else 0.0, spec.points, message, spec.hidden)
-        )
-    return results
+    """Check every test of ``suite`` against the outputs in ``out``, here; ``stopped`` explains missing outputs,
+    ``seed`` is the secret the sandbox's gathering was given (hidden tests draw their inputs from it).
+
+    A batch calls :func:`score_apart` instead, which runs this in a process of its own under time and memory limits.
+    """
+    return [_score_one(spec, out, stopped, seed) for spec in suite.tests]
+
+
+def _score_one(spec: probe.TestSpec, out: Path, stopped: str, seed: int | None) -> TestResult:
+    gathered = read_output(out / f"{spec.name}.pt")
+    if gathered is None:
+        passed, message = False, f"not graded: {stopped or 'the notebook stopped before this question'}"
+    else:
+        passed, message = probe.check(spec, gathered, seed)
+    return TestResult(spec.name, spec.question, spec.points if passed else 0.0, spec.points, message, spec.hidden)
+
+
+#: What the checks of one submission may use in their own process: seconds of wall-clock and CPU time, bytes of
+#: address space (the checks build float64 references of the tests' small inputs: far below these).
+CHECK_SECONDS, CHECK_MEMORY = 120, 4 * 2**30
+
+
+def score_apart(
+    suite: Suite,
+    out: Path,
+    stopped: str = "",
+    running=None,
+    seconds: float = CHECK_SECONDS,
+    seed: int | None = None,
+) -> list[TestResult]:
+    """:func:`score` in a child process with its own CPU-time, memory and wall-clock limits, so that outputs that
+    make a check slow, huge or crash cost their own row only, and no other submission waits for them.
+
+    ``running`` (a :class:`.submission.Running`) holds the child while it runs, so that Ctrl-C kills it. A test the
+    child did not finish gets a result saying why. The secret ``seed`` reaches the child on its standard input, not
+    on its command line.
+    """
+    if suite.root is None:
+        raise ValueError("score_apart needs a suite loaded with load_suite (it reloads it from suite.root)")
+    where = str(Path(__file__).resolve().parents[3])  # the folder holding course_embed
+    argv = [sys.executable, "-I", "-c", _CHILD, where, str(suite.root), suite.exercise, str(out), stopped,
+            str(int(seconds)), str(CHECK_MEMORY)]  # fmt: skip
+
+    def start():
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.PIPE)
+
+    proc = start() if running is None else running.start(start)
+    printed, why = b"", "interrupted"
+    if proc is not None:
+        try:
+            printed, _ = proc.communicate(input=b"" if seed is None else f"{seed}\n".encode(), timeout=seconds)
+            why = f"the checks of these outputs crashed (exit status {proc.returncode})"
+            if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+                why = f"the checks of these outputs took longer than {seconds:g} s of CPU time"
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            printed, _ = proc.communicate()
+            why = f"the checks of these outputs took longer than {seconds:g} s"
+        finally:
+            if running is not None:
+                running.discard(proc)
+    done = {}
+    for line in printed.decode("utf-8", "replace").splitlines():
+        try:
+            entry = json.loads(line)
+            done[entry["name"]] = TestResult(**entry)
+        except (ValueError, TypeError, KeyError):
+            continue
+    return [done.get(t.name) or TestResult(t.name, t.question, 0.0, t.points, why, t.hidden) for t in suite.tests]
+
+
+_CHILD = """
+import json, resource, sys
+where, root, exercise, out, stopped, seconds, memory = sys.argv[1:]
+line = sys.stdin.readline().strip()
+seed = int(line) if line else None
+resource.setrlimit(resource.RLIMIT_CPU, (int(seconds), int(seconds) + 5))
+resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
+sys.path.insert(0, where)
+from dataclasses import asdict
+from pathlib import Path
+from course_embed.tools.grading import compare
+suite = compare.load_suite(root, exercise)
+for spec in suite.tests:
+    print(json.dumps(asdict(compare._score_one(spec, Path(out), stopped, seed))), flush=True)
+"""

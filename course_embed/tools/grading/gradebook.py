@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -12,10 +14,10 @@ from pathlib import Path
 
 from .assign import atomic_write
 from .compare import Question
+from .sandbox import CONTROL
 from .submission import notebook_exercise, read_submission
 
 SUFFIXES = (".ipynb", ".zip")
-_EXPORT_STAMP = re.compile(r"_(\d{4})_(\d{2})_(\d{2})T(\d{2})_(\d{2})_(\d{2})")  # grader.export()'s zip names
 
 
 @dataclass
@@ -31,31 +33,32 @@ def find_submissions(paths: list[str | Path]) -> Found:
     """Notebooks and exported zips among ``paths``, searching folders at any depth.
 
     The student of a file is the folder holding it, as a path under the given folder (the usual LMS download,
-    one folder per student, gives ``alice``; ``week3/alice`` when nested deeper), or, for a file given directly or
-    lying at the top of the folder, its name without the suffix and without an export time stamp. When a student
-    handed in more than once, the latest wins: the newest export time stamp in the file name, else the newest
-    modification time; the others are skipped and reported. Other files (``notes.txt``, checkpoints) are skipped
-    and reported as well.
+    one folder per student, gives ``alice``; ``week3/alice`` when nested deeper); for a file lying at the top of
+    the folder, its file name (``alice_2099.ipynb``: never merged with the folder ``alice``); for a file given
+    directly, its name without the suffix. When a student's folder holds more than one submission, the latest
+    wins (the newest modification time); the others are skipped and reported. Symbolic links (to files or
+    folders), files that are not notebooks or zips and checkpoints are skipped and reported as well. Nothing here
+    depends on what a file name claims: the time a file was handed in is its modification time (which the LMS
+    download keeps).
     """
     found = Found()
     candidates: list[tuple[Path, str]] = []
     for given in map(Path, paths):
-        if given.is_dir():
-            for path in sorted(given.rglob("*")):
-                if not path.is_file():
-                    continue
-                rel = path.relative_to(given)
+        if given.is_symlink():
+            found.skipped.append(f"{given}: a symbolic link (not followed)")
+        elif given.is_dir():
+            for path, rel in _walk(given, found):
                 if ".ipynb_checkpoints" in rel.parts or path.suffix not in SUFFIXES:
                     found.skipped.append(f"{path}: not a notebook or an exported zip")
                     continue
-                candidates.append((path, rel.parent.as_posix() if len(rel.parts) > 1 else _stem_student(path)))
+                candidates.append((path, rel.parent.as_posix() if len(rel.parts) > 1 else path.name))
         elif given.suffix in SUFFIXES or not given.exists():
-            candidates.append((given, _stem_student(given)))
+            candidates.append((given, given.stem))
         else:
             found.skipped.append(f"{given}: not a notebook or an exported zip")
     latest: dict[str, Path] = {}
     for path, student in candidates:
-        if student in latest and _submitted(latest[student]) >= _submitted(path):
+        if student in latest and (_submitted(latest[student]), latest[student].name) >= (_submitted(path), path.name):
             found.skipped.append(f"{path}: {student} handed in a later file ({latest[student].name}); latest wins")
             continue
         if student in latest:
@@ -66,30 +69,47 @@ def find_submissions(paths: list[str | Path]) -> Found:
     return found
 
 
-def _stem_student(path: Path) -> str:
-    stem = _EXPORT_STAMP.split(path.stem)[0] if _EXPORT_STAMP.search(path.stem) else path.stem
-    return stem
+def _walk(folder: Path, found: Found):
+    """``(path, path relative to folder)`` of every regular file under ``folder``, in order; symbolic links are
+    reported in ``found.skipped`` and not followed."""
+    for parent, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in list(dirs):
+            if os.path.islink(os.path.join(parent, name)):
+                found.skipped.append(f"{os.path.join(parent, name)}: a symbolic link (not followed)")
+                dirs.remove(name)
+        for name in sorted(files):
+            path = Path(parent) / name
+            if path.is_symlink():
+                found.skipped.append(f"{path}: a symbolic link (not followed)")
+            elif path.is_file():
+                yield path, path.relative_to(folder)
 
 
 def _submitted(path: Path) -> float:
-    """When ``path`` was handed in: the time stamp ``grader.export()`` puts in the name, else the file's mtime."""
-    match = _EXPORT_STAMP.search(path.name)
-    if match:
-        return datetime(*map(int, match.groups()), tzinfo=UTC).timestamp()
+    """When ``path`` was handed in: the file's modification time (never a time stamp in its name)."""
     try:
-        return path.stat().st_mtime
+        return path.lstat().st_mtime
     except OSError:
         return 0.0
 
 
 def submitted_at(path: Path) -> str:
     """ISO time (UTC, seconds) at which ``path`` was handed in, as :func:`find_submissions` ranks it."""
-    return datetime.fromtimestamp(_submitted(path), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(_submitted(path), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return ""
 
 
 def infer_exercise(paths: list[Path]) -> str:
-    """The exercise most of the readable submissions were made for; ``ValueError`` when that is unclear."""
-    names = Counter(notebook_exercise(nb) for nb, _ in map(read_submission, paths) if nb is not None)
+    """The exercise most of the readable submissions were made for; ``ValueError`` when that is unclear.
+    Unreadable submissions are passed over here (their rows say why)."""
+    names: Counter = Counter()
+    for path in paths:
+        nb, _ = read_submission(path)
+        if nb is not None:
+            names[notebook_exercise(nb)] += 1
     names.pop(None, None)
     ranked = names.most_common(2)
     if not ranked or (len(ranked) == 2 and ranked[0][1] == ranked[1][1]):
@@ -149,15 +169,15 @@ class Gradebook:
         for row in self.rows:
             writer.writerow(
                 [
-                    row.student,
-                    row.submission,
+                    cell(row.student),
+                    cell(row.submission),
                     row.submitted,
                     row.graded_at,
                     row.exercise,
                     *(f"{row.scores.get(q.name, 0.0):g}" for q in self.questions),
                     f"{row.total:g}",
                     f"{self.possible:g}",
-                    row.error,
+                    cell(row.error),
                 ]
             )
         atomic_write(Path(path), text.getvalue().encode())
@@ -181,7 +201,7 @@ class Gradebook:
                     for q in self.questions
                 )
             )
-        lines += [f"  {r.student} ({r.submission}): {r.error}" for r in broken]
+        lines += [f"  {plain(r.student)} ({plain(r.submission)}): {plain(r.error)}" for r in broken]
         return "\n".join(lines)
 
 
@@ -189,6 +209,22 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def plain(text: str) -> str:
+    """``text`` without control characters (terminal escapes, bidirectional overrides), for a terminal or a file."""
+    return CONTROL.sub("", str(text))
+
+
+def cell(text: str) -> str:
+    """``text`` for a spreadsheet cell: no control characters, and quoted with ``'`` where a spreadsheet would
+    take it for a formula (a leading ``= + - @``, tab or carriage return)."""
+    text = plain(text)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
 def safe_name(student: str) -> str:
-    """A folder name for ``student``'s feedback."""
-    return re.sub(r"[^A-Za-z0-9_.@-]+", "_", student).strip("._") or "student"
+    """A folder name for ``student``'s feedback, different for different students: the name itself where it is
+    a plain one, else its plain characters and a hash of the whole name (``alice!`` is not ``alice``)."""
+    plain_name = re.sub(r"[^A-Za-z0-9_.@-]+", "_", student).strip("._")[:80] or "student"
+    if plain_name == student:
+        return plain_name
+    return f"{plain_name}-{hashlib.sha1(student.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"

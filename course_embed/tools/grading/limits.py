@@ -6,19 +6,22 @@ starts, before the first cell runs (hard and soft alike, so the notebook cannot 
 * ``memory``: ``RLIMIT_AS``, the address space of *each* process. Linux enforces no limit on resident memory per
   process (``RLIMIT_RSS`` is ignored), and resident memory never exceeds the address space, so this is the bound
   that holds; an allocation beyond it fails at once (``MemoryError``, torch's "can't allocate memory"). A solution
-  notebook peaks at 0.82 GiB of address space (0.33 GiB resident) on CPU.
+  notebook peaks at 0.82 GiB of address space (0.33 GiB resident) on CPU. Where the grader can create a memory
+  cgroup, the sandbox's processes and tmpfs pages *together* are bounded by the same value too
+  (:class:`.confine.MemoryCgroup`).
 * ``file_size``: ``RLIMIT_FSIZE``, the largest file a process may write (``OSError: File too large``).
 * ``disk``: the size of each writable folder: ``/work`` (the notebook's folder), ``/tmp`` and ``/dev/shm`` are
   tmpfs of this size (in memory, so they count towards the machine's memory; unsized where bwrap is older than 0.7
   or setuid, see :func:`.sandbox.sized_tmpfs`), and the grader stops the sandbox when its files on the host's
   disk (the answers' outputs, which must survive the sandbox, and what it prints) grow past it.
-* ``processes``: ``RLIMIT_NPROC``, processes and threads in the sandbox (its own user namespace, so the
-  instructor's other processes do not count). The kernel does not enforce it for root (user id 0 outside the
-  namespace, whatever the capabilities), so it holds only when the grader runs as a normal user.
+* ``processes``: ``RLIMIT_NPROC``, processes and threads in the sandbox (its own user namespace, or, graded as
+  root, its own user id: the instructor's other processes do not count). The kernel exempts only user id 0, which
+  the sandbox never is (:func:`.confine.sandbox_uid`).
 * ``cpu_time``: ``RLIMIT_CPU``, CPU seconds of each process, a backstop to the wall-clock ``timeout``.
 
 These are limits per process: a notebook may start up to ``processes`` processes of ``memory`` each. Only a
-cgroup bounds their sum (e.g. the whole batch under ``systemd-run --user --scope -p MemoryMax=16G -p TasksMax=512``).
+cgroup bounds their sum: the sandbox's own where one can be made, else the whole batch's (e.g. under
+``systemd-run --user --scope -p MemoryMax=16G -p TasksMax=512``).
 """
 
 from __future__ import annotations
@@ -89,16 +92,23 @@ class Limits:
             "RLIMIT_CPU": self.cpu_time,
         }
 
+    @staticmethod
+    def kinds() -> tuple[str, ...]:
+        """The kinds of limit a note may name: ``memory``, ``file-size``, ``disk``, ``processes``, ``cpu-time``."""
+        return tuple(_WHAT)
+
     def value(self, kind: str) -> str:
         """The limit ``kind`` (``memory``, ``file-size``, ``disk``, ``processes``, ``cpu-time``) as written."""
         return _written(kind, getattr(self, kind.replace("-", "_")))
 
-    def note(self, kind: str) -> str:
-        """The gradebook's note for a submission stopped at the limit ``kind``: which, its value, how to raise it."""
+    def note(self, kind: str, together: bool = False) -> str:
+        """The gradebook's note for a submission stopped at the limit ``kind``: which, its value, how to raise it
+        (``together``: the memory of all the sandbox's processes, which its cgroup bounds)."""
         doubled = _written(kind, 2 * getattr(self, kind.replace("-", "_")))
         raised = doubled.replace(" ", "").replace("iB", "") if kind in _SIZES else doubled  # 8 GiB -> 8G
+        what = "memory limit ({} for all its processes together)" if together else _WHAT[kind]
         return (
-            f"stopped at the sandbox's {_WHAT[kind].format(self.value(kind))}; to allow more, grade again with "
+            f"stopped at the sandbox's {what.format(self.value(kind))}; to allow more, grade again with "
             f"course-embed grade --{kind} {raised}"
         )
 

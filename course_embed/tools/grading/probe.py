@@ -166,8 +166,8 @@ def _data(value: Any, depth: int = 0) -> Any:
                 coalesced=t.is_coalesced(),
                 size=list(t.shape),
                 dtype=str(t.dtype),
-                indices=t._indices().cpu().clone(),
-                values=t._values().cpu().clone(),
+                indices=t._indices().cpu().clone().contiguous(),
+                values=t._values().cpu().clone().contiguous(),
             )
         else:
             info["data"] = t.cpu().clone().contiguous()
@@ -255,25 +255,6 @@ class Tensor:
     sparse: bool = False
 
 
-def _restore(data: Any) -> Any:
-    if isinstance(data, list):
-        return [_restore(v) for v in data]
-    if not isinstance(data, dict):
-        return data
-    if data.get("__outcome__"):
-        return Outcome(_restore(data.get("value")), data.get("type", ""), data.get("raised"), data.get("message", ""))
-    if data.get("__tensor__"):
-        if data.get("sparse"):
-            t = torch.sparse_coo_tensor(data["indices"], data["values"], data["size"], check_invariants=False)
-            return Tensor(t, data["device"], data["requires_grad"], data["is_param"], data["coalesced"], True)
-        return Tensor(data["data"], data["device"], data["requires_grad"], data["is_param"])
-    if "__tuple__" in data:
-        return tuple(_restore(v) for v in data["__tuple__"])
-    if "__dict__" in data:
-        return {_restore(k): _restore(v) for k, v in data["__dict__"]}
-    return data
-
-
 QUOTE_CHARS = 240  # the most of an exception's message that feedback quotes
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
@@ -324,13 +305,15 @@ class Outcome:
             raise AssertionError(f"{label} raised {self.raised}: {self.message}")
         return self.value
 
-    def tensor(self, label: str, shape=None, dtype=None) -> torch.Tensor:
-        """The returned tensor (dense, on the CPU), checking its shape and dtype when given."""
+    def tensor(self, label: str, shape=None, dtype=None, sparse: bool = False) -> torch.Tensor:
+        """The returned tensor (on the CPU; dense unless ``sparse``), checking its shape and dtype when given."""
         value = self.ok(label)
         if value is None:
             raise AssertionError(f"{label} returned None: did you replace the `...` and `return` the result?")
         if not isinstance(value, Tensor):
             raise AssertionError(f"{label} must return a torch tensor, got {self.type}")
+        if value.sparse != sparse:
+            raise AssertionError(f"{label} must return a {'sparse' if sparse else 'dense'} tensor")
         t = value.data
         if shape is not None and tuple(t.shape) != tuple(shape):
             raise AssertionError(f"{label} must have shape {tuple(shape)}, got {tuple(t.shape)}")
@@ -409,11 +392,21 @@ def check(spec: TestSpec, gathered: Any, seed: int | None = None) -> tuple[bool,
     spec.require_seed(seed)
     if isinstance(gathered, dict) and "__gather_failed__" in gathered:
         return False, _gather_failure(gathered["__gather_failed__"])
+    from .restore import Forged, restore  # trusted side only: the sandbox's copy of this module never checks
+
+    try:
+        restored = restore(gathered)
+    except Forged as err:
+        return False, f"the outputs of this test are not what the test gathers ({err})"
     with _CHECKING, torch.random.fork_rng(devices=[]):
-        return _check(spec, gathered, seed)
+        return _check(spec, restored, seed)
 
 
-_GRADER_NOTES = (r"the outputs are larger than \d+ MiB", r"unreadable outputs \(\w+\)")
+_GRADER_NOTES = (  # what compare.read_output says of outputs it would not load
+    r"the outputs of this test could not be read: (not a regular file( \(a link\?\))?|compressed records"
+    r"|larger than \d+ MiB( uncompressed)?)",
+    r"unreadable outputs \(\w+\)",
+)
 
 
 def _gather_failure(why: Any) -> str:
@@ -432,7 +425,7 @@ def _check(spec: TestSpec, gathered: Any, seed: int | None) -> tuple[bool, str]:
     try:
         gen = spec.call([None] * len(spec.answers), seed)
         next(gen)
-        gen.send(_restore(gathered))
+        gen.send(gathered)
     except StopIteration:
         return True, ""
     except AssertionError as err:

@@ -72,7 +72,10 @@ def _gather(question, specs, namespace, seed):
     """Gather every test of ``question`` in a forked child; returns ``(note, limit kind)``, empty when it finished."""
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as error:  # no process left (the process limit), or no memory for one
+        return f"{question}: the tests could not start ({type(error).__name__})", _limit_hit(error) or ""
     if pid == 0:
         code = 0
         try:

@@ -6,6 +6,7 @@ cheats answer nothing honestly unless their entry says so, so each must score ex
 
 from __future__ import annotations
 
+import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,6 +264,7 @@ def build_batch(
     # a resubmission: dave's older notebook is untouched, his later export (grader.export's zip) is right
     put("dave/03_sinusoidal.ipynb", student_nb, (0, 0, 0))
     cases.pop()
+    os.utime(folder / "dave" / "03_sinusoidal.ipynb", (1_700_000_000, 1_700_000_000))  # handed in earlier
     with zipfile.ZipFile(folder / "dave" / "03_sinusoidal_2099_01_01T00_00_00_000000.zip", "w") as zf:
         zf.writestr("03_sinusoidal.ipynb", nbformat.writes(good))
     cases.append(Case("dave/03_sinusoidal_2099_01_01T00_00_00_000000.zip", (4, 3, 2)))
