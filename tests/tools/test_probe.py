@@ -4,7 +4,7 @@ notebook-chosen text in feedback, and learner feedback without otter's framing."
 import pytest
 import torch
 
-from course_embed.tools.grading import probe
+from course_embed.tools.grading import probe, text
 from course_embed.tools.grading.probe import between, run
 
 
@@ -56,7 +56,7 @@ def test_feedback_quotes_the_notebook_only_bounded_and_neutralised():
     assert str(err.value) == "f(x) raised an exception: bad [31m id"
     assert outcome.type == "an object"
     quoted = probe.quote(long)
-    assert len(quoted) <= probe.QUOTE_CHARS + 6 and quoted.endswith("word [...]")
+    assert len(quoted) <= text.QUOTE_CHARS + 6 and quoted.endswith("word [...]")
     # a forged gathering failure is not shown: only an exception's name, or one of the grader's own notes
     spec = doubles_drawn_input
     failed = probe.check(spec, {"__gather_failed__": "KeyError"}, 1)[1]

@@ -8,18 +8,16 @@ test with ``name``, ``score``, ``max_score``, ``output`` and ``visibility`` (``v
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from .assign import atomic_write
 from .compare import Question, TestResult
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+from .text import CONTROL
 
 
 def _plain(text: str, limit: int = 2000) -> str:
     """Text for a learner's feedback: no control characters (terminal escapes, bidirectional overrides), bounded."""
-    text = _CONTROL.sub(" ", str(text))
+    text = CONTROL.sub(" ", str(text))
     return text if len(text) <= limit else text[: limit - 6] + " [...]"
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from .assign import atomic_write
 from .compare import Question
-from .sandbox import CONTROL
 from .submission import notebook_exercise, read_submission
+from .text import cell, plain
 
 SUFFIXES = (".ipynb", ".zip")
 
@@ -207,18 +207,6 @@ class Gradebook:
 
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def plain(text: str) -> str:
-    """``text`` without control characters (terminal escapes, bidirectional overrides), for a terminal or a file."""
-    return CONTROL.sub("", str(text))
-
-
-def cell(text: str) -> str:
-    """``text`` for a spreadsheet cell: no control characters, and quoted with ``'`` where a spreadsheet would
-    take it for a formula (a leading ``= + - @``, tab or carriage return)."""
-    text = plain(text)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def safe_name(student: str) -> str:

@@ -58,6 +58,8 @@ from typing import Any
 
 import torch
 
+from .text import name, quote
+
 
 class _Mode(threading.local):
     live = True  # False during the grader's checking pass: run() then calls nothing
@@ -255,27 +257,6 @@ class Tensor:
     sparse: bool = False
 
 
-QUOTE_CHARS = 240  # the most of an exception's message that feedback quotes
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def quote(text: Any) -> str:
-    """``text`` (the learner's own, e.g. an exception's message) as feedback may show it: the first line, without
-    control characters, at most :data:`QUOTE_CHARS` characters, cut at a word and marked when cut."""
-    text = _CONTROL.sub(" ", (text if isinstance(text, str) else "").strip().split("\n", 1)[0])
-    text = " ".join(text.split())
-    if len(text) <= QUOTE_CHARS:
-        return text
-    cut = text[:QUOTE_CHARS].rsplit(" ", 1)[0]
-    return f"{cut} [...]"
-
-
-def _name(text: Any, default: str = "an object") -> str:
-    """A type or exception name from the sandbox, shown only when it is an identifier."""
-    return text if isinstance(text, str) and _NAME.fullmatch(text) else default
-
-
 @dataclass
 class Outcome:
     """What one :func:`run` produced: a value, or the exception raised (its type name and message).
@@ -290,8 +271,8 @@ class Outcome:
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.type = _name(self.type)
-        self.raised = _name(self.raised, "an exception") if self.raised else None
+        self.type = name(self.type)
+        self.raised = name(self.raised, "an exception") if self.raised else None
         self.message = quote(self.message)
 
     def ok(self, label: str) -> Any:
@@ -299,8 +280,8 @@ class Outcome:
         if self.raised == "ReferenceCall":
             raise AssertionError(f"{label}: {_reference_call(self.message)}")
         if self.raised == "NameError" and self.message.startswith("`") and "is not defined" in self.message:
-            name = self.message.split("`")[1]
-            raise AssertionError(f"`{_name(name, 'an answer')}` is not defined: run its answer cell (keep the name)")
+            missing = self.message.split("`")[1]
+            raise AssertionError(f"`{name(missing, 'an answer')}` is not defined: run its answer cell (keep the name)")
         if self.raised:
             raise AssertionError(f"{label} raised {self.raised}: {self.message}")
         return self.value
@@ -415,7 +396,7 @@ def _gather_failure(why: Any) -> str:
     why = why if isinstance(why, str) else ""
     if any(re.fullmatch(note, why) for note in _GRADER_NOTES):
         return f"not graded: {why}"
-    if _NAME.fullmatch(why):
+    if why and name(why, "") == why:
         return f"the test could not run your answer: it stopped with {why} outside your functions"
     return "not graded: the outputs of this test could not be read"
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 import site
 import stat
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from . import confine
 from .limits import Limits
+from .text import plain
 
 GRADING_DIR = Path(__file__).resolve().parent
 PACKAGE_DIR = GRADING_DIR.parents[1]  # course_embed/
@@ -259,12 +259,9 @@ print("ok", sys.prefix, torch.__version__)
 def last_lines(text: str, lines: int = 6, limit: int = 600) -> str:
     """The end of what a process printed, for a note: its last ``lines`` lines, control characters removed,
     whitespace folded, at most ``limit`` characters."""
-    tail = [" ".join(CONTROL.sub("", line).split()) for line in text.splitlines()[-lines:]]
+    tail = [" ".join(plain(line).split()) for line in text.splitlines()[-lines:]]
     joined = " | ".join(line for line in tail if line)
     return joined if len(joined) <= limit else "..." + joined[-(limit - 3) :]
-
-
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 @functools.cache
@@ -323,7 +320,8 @@ def prepare(work: Path, spec_files: dict[str, str], plan: str) -> None:
     shutil.copy(PACKAGE_DIR / "runtime.py", lib / "runtime.py")
     (lib / "tools" / "__init__.py").write_text("")
     (lib / "tools" / "grading" / "__init__.py").write_text("")
-    shutil.copy(GRADING_DIR / "probe.py", lib / "tools" / "grading" / "probe.py")
+    for module in ("probe.py", "text.py"):  # the test runtime, and the quoting it uses
+        shutil.copy(GRADING_DIR / module, lib / "tools" / "grading" / module)
     shutil.copy(GRADING_DIR / "runner.py", work / "runner.py")
     (work / "probes").mkdir()
     for name, text in spec_files.items():

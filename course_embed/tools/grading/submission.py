@@ -22,6 +22,7 @@ from pathlib import Path
 from . import compare, confine, sandbox
 from .compare import Suite, TestResult
 from .limits import Limits
+from .text import bounded
 
 ANSWER_TAG = "otter_answer_cell"  # otter assign tags every cell where the learner writes an answer
 _CHECK = re.compile(r"""^\s*grader\.check\(\s*["'](\w+)["']\s*\)\s*$""")
@@ -30,11 +31,6 @@ _CHECK = re.compile(r"""^\s*grader\.check\(\s*["'](\w+)["']\s*\)\s*$""")
 #: The largest submission read (a notebook, or the notebook inside a zip, uncompressed): far above any notebook's.
 MAX_SUBMISSION_BYTES = 50 * 2**20
 MAX_NOTES, NOTE_CHARS = 20, 200  # what the sandbox's notes file may put in a row
-
-
-def _short(text: str, limit: int = 160) -> str:
-    text = " ".join(sandbox.CONTROL.sub("", str(text)).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _read_raw(path: Path) -> bytes:
@@ -65,7 +61,7 @@ def read_submission(path: str | Path) -> tuple[dict | None, str]:
     try:
         raw = _read_raw(Path(path))
     except Exception as err:  # zipfile alone raises half a dozen kinds
-        return None, f"cannot read the file: {_short(err)}"
+        return None, f"cannot read the file: {bounded(err)}"
     try:
         nb = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -144,7 +140,7 @@ def plan(nb: dict) -> list[dict]:
         tags = cell.get("metadata", {}).get("tags", []) if isinstance(cell.get("metadata"), dict) else []
         first = next((line.strip() for line in kept.splitlines() if line.strip()), "")[:40]
         answer = isinstance(tags, list) and ANSWER_TAG in tags and question
-        label = f"{question}'s answer cell" if answer else f"the cell `{_short(first)}`"
+        label = f"{question}'s answer cell" if answer else f"the cell `{bounded(first)}`"
         steps.append({"source": kept, "label": label})
     return steps
 
@@ -264,7 +260,7 @@ def _notes(out: Path) -> list[str]:
         return []
     if not isinstance(notes, list):
         return []
-    return [_short(n, NOTE_CHARS) for n in notes[: MAX_NOTES + 1] if isinstance(n, str)]
+    return [bounded(n, NOTE_CHARS) for n in notes[: MAX_NOTES + 1] if isinstance(n, str)]
 
 
 def _why_stopped(returncode: int, notes: list[str], limits: Limits, printed: str, oom: bool) -> str:
@@ -331,7 +327,7 @@ def grade_notebook(
         results = compare.score_apart(suite, work / "out", stopped, running, seed=seed)
         if not stopped and cgroup.oom_killed():  # one of its processes was killed, the run went on
             stopped = limits.note("memory", together=True)
-        errors = [_short(stopped, 800)] if stopped else []
+        errors = [bounded(stopped, 800)] if stopped else []
         reported = [n for n in notes[:MAX_NOTES] if n != "finished" and not n.startswith("limit:")]
         if len(notes) > MAX_NOTES:
             reported.append(f"(more than {MAX_NOTES} notes; the rest left out)")
