@@ -179,9 +179,12 @@ def accessible_page(text: str) -> str:
     - the search button is named by its visible text ("Search Ctrl+K"), not a label that leaves part of it out;
     - the colour-mode button keeps its name ("Color mode") and loses its icons' titles, which were visible text
       missing from that name (both: label-content-name-mismatch);
-    - Sphinx's citation list holds list items, not the deprecated ``doc-biblioentry`` (aria-required-children).
+    - Sphinx's citation list holds list items, not the deprecated ``doc-biblioentry`` (aria-required-children);
+    - a collapsed cell's toggle (myst-nb's ``hide-input``/``hide-output``) is named by its visible text ("Show code
+      cell output"), not "Toggle hidden content" (label-content-name-mismatch).
     """
     text = re.sub(r'(<button class="[^"]*\bsearch-button__button\b[^"]*"[^>]*?) aria-label="[^"]*"', r"\1", text)
+    text = text.replace('<summary aria-label="Toggle hidden content">', "<summary>")
     text = re.sub(r'(<i class="theme-switch [^"]*"[^>]*?)\s+title="[^"]*"', r"\1", text)
     text = text.replace('role="doc-biblioentry"', 'role="listitem"')
     if SITE_CSS not in text:

@@ -341,11 +341,14 @@ def test_accessible_page_fixes_what_axe_found_in_the_theme():
 <button class="btn theme-switch-button" aria-label="Color mode">
   <i class="theme-switch fa-solid fa-sun fa-lg" data-mode="light" title="Light"></i></button>
 <div role="list" class="citation-list"><div class="citation" id="c1" role="doc-biblioentry">A.</div></div>
+<details class="admonition hide below-input"><summary aria-label="Toggle hidden content">
+<p class="collapsed admonition-title">Show code cell output</p></summary></details>
 </body></html>"""
     fixed = site.accessible_page(page)
     assert 'title="Search">' in fixed and 'aria-label="Search"' not in fixed
     assert 'aria-label="Color mode"' in fixed and 'data-mode="light">' in fixed and 'title="Light"' not in fixed
     assert 'role="listitem"' in fixed and "doc-biblioentry" not in fixed
+    assert "<summary>" in fixed and "Toggle hidden content" not in fixed
     assert fixed.count(site.SITE_CSS) == 1 and site.accessible_page(fixed) == fixed
 
 
