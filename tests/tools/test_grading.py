@@ -142,12 +142,12 @@ def test_outputs_are_read_as_data_only(tmp_path):
 
     forged = tmp_path / "forged.pt"
     forged.write_bytes(pickle.dumps({"x": Payload()}))
-    assert "unreadable outputs" in read_output(forged)["__gather_failed__"]
+    assert "unreadable outputs" in read_output(forged).why
     assert not (tmp_path / "pwned").exists()
     big = tmp_path / "big.pt"
     with open(big, "wb") as f:
         f.truncate(compare.MAX_OUTPUT_BYTES + 1)
-    assert "larger than" in read_output(big)["__gather_failed__"]
+    assert "larger than" in read_output(big).why
     assert read_output(tmp_path / "missing.pt") is None
 
 
@@ -734,9 +734,9 @@ def test_outputs_are_read_without_links_pipes_or_inflation(tmp_path):
     reader.start()
     reader.join(timeout=60)
     assert not reader.is_alive(), "reading a named pipe blocked"
-    assert "not a regular file" in results["link.pt"]["__gather_failed__"]
-    assert "not a regular file" in results["pipe.pt"]["__gather_failed__"]
-    assert "compressed records" in results["bomb.pt"]["__gather_failed__"]
+    assert "not a regular file" in results["link.pt"].why
+    assert "not a regular file" in results["pipe.pt"].why
+    assert "compressed records" in results["bomb.pt"].why
     assert torch.equal(read_output(tmp_path / "host.pt")["secret"], torch.ones(2))  # a plain file still reads
 
 

@@ -4,7 +4,7 @@ notebook-chosen text in feedback, and learner feedback without otter's framing."
 import pytest
 import torch
 
-from course_embed.tools.grading import probe, text
+from course_embed.tools.grading import compare, probe, text
 from course_embed.tools.grading.probe import between, run
 
 
@@ -63,7 +63,8 @@ def test_feedback_quotes_the_notebook_only_bounded_and_neutralised():
     assert failed.endswith("stopped with KeyError outside your functions")
     forged = probe.check(spec, {"__gather_failed__": "full marks: grade again with --memory 8G"}, 1)
     assert forged == (False, "not graded: the outputs of this test could not be read")
-    assert probe.check(spec, {"__gather_failed__": "unreadable outputs (EOFError)"}, 1)[1].endswith("(EOFError)")
+    # nor is a copy of the grader's own wording: the grader says why it would not read outputs itself (below)
+    assert probe.check(spec, {"__gather_failed__": "unreadable outputs (EOFError)"}, 1) == forged
     # a check that cannot use the outputs says so in a fixed sentence, not with the exception's text
     odd = {"__outcome__": True, "value": {"__dict__": [["x", 1]]}, "type": "dict"}
     passed, message = probe.check(spec, odd, 1)
@@ -90,3 +91,14 @@ def test_feedback_files_carry_no_control_characters():
     text = feedback_text("alice", "03_sinusoidal", [Question("q1", 1.0, ("f",))], results, "\x1b[31m")
     for shown in (data["output"], data["tests"][0]["output"], text):
         assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
+
+
+def test_outputs_the_grader_would_not_read_are_not_graded_with_its_own_reason(tmp_path):
+    spec = doubles_drawn_input
+    (tmp_path / f"{spec.name}.pt").write_bytes(b"not a torch archive")
+    (result,) = compare.score(compare.Suite("x", [spec]), tmp_path, seed=1)
+    assert result.score == 0 and result.output.startswith("not graded: unreadable outputs ("), result.output
+    (tmp_path / f"{spec.name}.pt").unlink()
+    (tmp_path / f"{spec.name}.pt").symlink_to("/etc/passwd")
+    (result,) = compare.score(compare.Suite("x", [spec]), tmp_path, seed=1)
+    assert result.output == "not graded: the outputs of this test could not be read: not a regular file (a link?)"

@@ -190,18 +190,26 @@ def _uncompressed(data: bytes) -> None:
         raise ValueError(f"larger than {MAX_OUTPUT_BYTES // 2**20} MiB uncompressed")
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """The grader's own verdict on an output file it would not load (a type ``torch.load`` never returns, so the
+    sandbox cannot forge it): ``why`` is the grader's text, shown as it is."""
+
+    why: str
+
+
 def read_output(path: Path) -> object:
-    """What the sandbox wrote for one test, loaded as data only; ``{"__gather_failed__": why}`` when unusable."""
+    """What the sandbox wrote for one test, loaded as data only; :class:`Unreadable` when unusable."""
     try:
         data = read_bytes(path, MAX_OUTPUT_BYTES)
         if data is None:
             return None
         _uncompressed(data)
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except ValueError as err:
-        return {"__gather_failed__": f"the outputs of this test could not be read: {err}"}
+    except ValueError as err:  # read_bytes and _uncompressed: the grader's own fixed sentences
+        return Unreadable(f"the outputs of this test could not be read: {err}")
     except Exception as err:  # a corrupt or forged file is the submission's problem, never the grader's
-        return {"__gather_failed__": f"unreadable outputs ({type(err).__name__})"}
+        return Unreadable(f"unreadable outputs ({type(err).__name__})")
 
 
 def score(suite: Suite, out: Path, stopped: str = "", seed: int | None = None) -> list[TestResult]:
@@ -217,6 +225,8 @@ def _score_one(spec: probe.TestSpec, out: Path, stopped: str, seed: int | None) 
     gathered = read_output(out / f"{spec.name}.pt")
     if gathered is None:
         passed, message = False, f"not graded: {stopped or 'the notebook stopped before this question'}"
+    elif isinstance(gathered, Unreadable):
+        passed, message = False, f"not graded: {gathered.why}"
     else:
         passed, message = probe.check(spec, gathered, seed)
     return TestResult(spec.name, spec.question, spec.points if passed else 0.0, spec.points, message, spec.hidden)
