@@ -26,7 +26,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 from sphinx.util.osutil import relative_uri
 
@@ -54,12 +56,48 @@ def _vendor_assets(app: Sphinx) -> None:
         copy_package(package, fetch(package), Path(app.outdir))
 
 
+class cell_alt(nodes.Element, addnodes.translatable):
+    """The alt text of a notebook cell's figure (``{"mystnb": {"image": {"alt": ...}}}``), as a node that Sphinx's
+    translation finds: the Chinese edition translates it, also for figures that are not images (an animation's
+    frames, a widget's plots). Invisible: ``_cell_alt`` reads it."""
+
+    def preserve_original_messages(self) -> None:
+        self.setdefault("original_alt", self["alt"])
+
+    def apply_translated_message(self, original_message: str, translated_message: str) -> None:
+        if original_message == self["original_alt"]:
+            self["alt"] = translated_message
+
+    def extract_original_messages(self) -> list[str]:
+        return [self["original_alt"]]
+
+
+class CellAltText(SphinxTransform):
+    """Give every code cell with alt text in its metadata a ``cell_alt`` node (before translation, priority 20)."""
+
+    default_priority = 5
+
+    def apply(self) -> None:
+        for cell in self.document.findall(nodes.Element):
+            if cell.get("nb_element") != "cell_code":
+                continue
+            alt = str(cell.get("cell_metadata", {}).get("mystnb", {}).get("image", {}).get("alt", "")).strip()
+            if alt:
+                node = cell_alt(alt=alt, original_alt=alt)
+                node.source, node.line = cell.source, cell.line
+                cell.append(node)
+
+
+def _skip(self, node: nodes.Node) -> None:
+    raise nodes.SkipNode
+
+
 def _cell_alt(node: nodes.Node) -> str:
-    """The alt text set in the metadata of the notebook cell that ``node`` is an output of ("" if none)."""
+    """The alt text of the notebook cell that ``node`` is an output of, in the edition's language ("" if none)."""
     while node is not None and not (isinstance(node, nodes.Element) and node.get("nb_element") == "cell_code"):
         node = node.parent
-    metadata = node.get("cell_metadata", {}) if node is not None else {}
-    return str(metadata.get("mystnb", {}).get("image", {}).get("alt", "")).strip()
+    found = next(iter(node.findall(cell_alt)), None) if node is not None else None
+    return found["alt"] if found is not None else ""
 
 
 def label_animation(text: str, alt: str) -> str:
@@ -263,6 +301,8 @@ def setup(app: Sphinx) -> dict:
     # MathJax on every page, not only on pages with equations of their own: chapter titles with math appear in the
     # navigation of every page, and would show raw TeX on the others.
     app.set_html_assets_policy("always")
+    app.add_node(cell_alt, **{writer: (_skip, None) for writer in ("html", "latex", "text", "man", "texinfo")})
+    app.add_transform(CellAltText)
     app.connect("config-inited", _use_local_copies)
     app.connect("builder-inited", _vendor_assets)
     app.connect("doctree-resolved", _localise_outputs)

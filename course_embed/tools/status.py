@@ -150,7 +150,7 @@ def render_page(records: dict) -> str:
         "| Chapter | Time on CPU | Code cells | Stored outputs reproduce | Measured | Notebook sha256 |",
         "|:--|--:|--:|:--|:--|:--|",
     ]
-    total = 0.0
+    total, cells = 0.0, 0
     for path, record in records.items():
         link = f"[{record['title']}]({Path(path).name})"
         verdict = "yes" if record["reproduces"] else "**no**: " + ", ".join(record["failed_cells"]) + " differ"
@@ -161,11 +161,14 @@ def render_page(records: dict) -> str:
             f"`{record['sha256'][:12]}` |"
         )
         total += record["seconds"]
+        cells += record["cells"]
+    # The numbers stay in table cells of their own: the Chinese edition's catalogue keeps a cell without words as it
+    # is (course_embed.tools.translations), so re-measuring changes no sentence that needs translating again.
     lines += [
+        f"| **Total** | {total:.1f} s | {cells} | | | |",
         "",
-        f"All {len(records)} chapters: {total:.1f} s. Times are wall-clock seconds for all of a chapter's cells,",
-        "the kernel's start-up and the first `import torch` included, on the machine named in the row; they vary",
-        "from run to run and are not checked by any test.",
+        "Times are wall-clock seconds for all of a chapter's cells, the kernel's start-up and the first `import torch`",
+        "included, on the machine named in the row; they vary from run to run and are not checked by any test.",
         "",
         "To measure again (after changing a chapter, or to refresh the times):",
         "",

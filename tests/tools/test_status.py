@@ -96,7 +96,7 @@ def test_render_page_shows_every_record_and_the_verdict():
         in page
     )
     assert "| [2. B](02_b.ipynb) | 20.0 s | 9 | **no**: Cell 3, Cell 7 differ |" in page
-    assert "All 2 chapters: 28.1 s." in page
+    assert "| **Total** | 28.1 s | 24 | | | |" in page
 
 
 def test_update_refuses_a_notebook_that_is_not_a_published_chapter(tmp_path):

@@ -1,0 +1,226 @@
+"""The Chinese edition's translation catalogues: refresh them from the English pages, and say what is left to do.
+
+The English pages are the source. Sphinx's gettext builder extracts every paragraph, heading, list item, table cell,
+term and figure alt text of a page into a template (``.pot``); ``sphinx-intl`` merges the templates into one catalogue
+per page, ``locales/zh_CN/LC_MESSAGES/book/<page>.po``, where each English entry (``msgid``) gets its Chinese text
+(``msgstr``). Code cells and their outputs are not in the catalogues: both editions show the same ones.
+
+When an English paragraph changes, its entry comes back *fuzzy* (the old translation kept as a suggestion, not used by
+the build) or, if it is new, untranslated; the build of the Chinese edition then shows that paragraph in English and
+``python3 -m course_embed.tools.build`` lists the pages with work left.
+
+    python3 -m course_embed.tools.translations          # refresh the catalogues, then list what is left
+    python3 -m course_embed.tools.translations --check  # list what is left; exit 1 unless all is translated
+
+An entry with no words to translate (a number, a hash, inline code or math, a date and version line) is filled with
+its English text by the refresh, so that re-measuring the status page needs no translator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from babel.messages.pofile import read_po, write_po
+
+from course_embed.tools.build import JUPYTER_BOOK
+
+ROOT = Path(__file__).resolve().parents[2]
+LANGUAGE = "zh_CN"
+LOCALES = ROOT / "locales"
+CATALOGUES = LOCALES / LANGUAGE / "LC_MESSAGES"
+
+# Inline code, math, link targets and MyST roles' targets: kept as they are in a translation.
+_NOT_WORDS = re.compile(r"`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\]\([^)]*\)|\{[a-z:]+\}", re.S)
+# Names that read the same in both editions (the status page's environment column).
+_NAMES = {"Python", "torch", "CPU", "CPUs"}
+
+
+def verbatim(msgid: str) -> bool:
+    """True if ``msgid`` has no word to translate: its Chinese text is the English one."""
+    words = re.findall(r"[A-Za-z]{2,}", _NOT_WORDS.sub(" ", msgid))
+    return all(word in _NAMES for word in words)
+
+
+# The glossary's terms that every translated entry must render with the glossary's Chinese name (one of them, where the
+# glossary gives two): an entry whose English names one of these, outside code and math, names it in Chinese too.
+KEY_TERMS = (
+    "token", "token embedding", "token id", "vocabulary", "embedding table", "one-hot vector", "lookup",
+    "positional encoding", "sinusoidal positional encoding", "learned position embedding", "rotary position embedding",
+    "relative position bias", "relative-position bucket", "position interpolation", "NTK-aware scaling",
+    "dynamic NTK", "extrapolation", "length generalisation", "attention", "attention mask", "key padding mask",
+    "attention temperature", "padding", "weight tying", "cross-entropy", "concatenation", "fusion", "kernel fusion",
+    "fused kernel", "mixed precision", "stochastic rounding", "sparse gradient", "gradient checkpointing",
+    "memory bandwidth", "arithmetic intensity", "roofline model", "ridge point", "page fault", "noise floor",
+    "confidence interval of a median", "wavelength", "critical dimension", "linear probe", "induction head",
+    "previous-token head", "copy task", "passkey retrieval", "early-token curse", "KV cache", "recompilation",
+    "graph break", "dynamic shapes", "all-reduce", "all-gather", "reduce-scatter", "atomic add",
+    "deterministic algorithm", "lazy Adam", "Amdahl's law", "Xavier initialisation",
+)
+
+
+def glossary_terms(glossary: Path = ROOT / "book" / "glossary.md") -> dict[str, list[str]]:
+    """Each glossary entry's English names, mapped to its Chinese names (the term lines of a ``{glossary}``)."""
+    body = glossary.read_text(encoding="utf-8").split(":::{glossary}", 1)[1].split("\n:::", 1)[0]
+    terms: dict[str, list[str]] = {}
+    for entry in re.split(r"\n\s*\n(?=\S)", body.strip()):
+        names = [line.strip() for line in entry.splitlines() if line.strip() and not line[0].isspace()]
+        names = [name for name in names if not name.startswith(":")]
+        chinese = [name for name in names if re.search(r"[\u4e00-\u9fff]", name)]
+        for name in names:
+            if name not in chinese:
+                terms[name] = chinese
+    return terms
+
+
+def _term_pattern(term: str) -> re.Pattern:
+    words = [re.escape(word) for word in re.split(r"[-\s]+", term)]
+    return re.compile(r"(?<![\w-])" + r"[-\s]+".join(words) + r"(?:s|es)?(?![\w-])", re.I)
+
+
+def term_problems(msgid: str, msgstr: str, terms: dict[str, list[str]]) -> list[str]:
+    """The key terms that ``msgid`` names (outside code, math and link targets) and ``msgstr`` does not render with
+    the glossary's Chinese name."""
+    prose = _NOT_WORDS.sub(" ", msgid)
+    return [
+        f"{term!r} is {' or '.join(terms[term])}"
+        for term in KEY_TERMS
+        if terms.get(term) and _term_pattern(term).search(prose) and not any(zh in msgstr for zh in terms[term])
+    ]
+
+
+_CODE = re.compile(r"`+[^`]+?`+")
+_MATH = re.compile(r"\$\$.*?\$\$|\$[^$\s][^$]*?\$", re.S)
+_TARGET = re.compile(r"\]\(([^)\s]*)\)")
+_ROLE = re.compile(r"\{[a-z:]+\}")
+# Emphasis that starts or ends with punctuation does not close before a Chinese character (CommonMark's flanking
+# rules): **学习目标。**本章 stays literal asterisks. The punctuation goes outside the span.
+_EMPHASIS = re.compile(r"(?<!\*)(\*\*?)(?!\s)(.+?)(?<!\s)\1(?!\*)")
+_PUNCTUATION = "，。：；？！、（）“”‘’「」《》,.:;?!()\"'"
+
+
+def markup_problems(msgid: str, msgstr: str) -> list[str]:
+    """How ``msgstr`` breaks what a translation keeps: inline code, math, link targets and roles, the same in both."""
+    problems = []
+    for name, pattern in (("inline code", _CODE), ("math", _MATH), ("link target", _TARGET), ("role", _ROLE)):
+        source, translated = sorted(pattern.findall(msgid)), sorted(pattern.findall(msgstr))
+        if source != translated:
+            missing = [x for x in source if x not in translated] or source
+            extra = [x for x in translated if x not in source] or translated
+            problems.append(f"{name} differs: English has {missing[:3]}, Chinese has {extra[:3]}")
+    if msgid.count("**") != msgstr.count("**"):
+        problems.append(f"bold: English has {msgid.count('**')} '**', Chinese has {msgstr.count('**')}")
+    for span in _EMPHASIS.finditer(_CODE.sub("``", msgstr)):
+        if re.search(r"[\u4e00-\u9fff]", span.group(2)) and (
+            span.group(2)[0] in _PUNCTUATION or span.group(2)[-1] in _PUNCTUATION
+        ):
+            problems.append(f"emphasis {span.group(0)!r} starts or ends with punctuation: move it outside")
+    number = re.match(r"(\d+[a-z]?\.(?:\d+(?:\.\d+)*)?) ", msgid)
+    if number and not msgstr.startswith(number.group(1)):
+        problems.append(f"the heading's number {number.group(1)!r} must start the translation")
+    return problems
+
+
+@dataclass
+class PageStatus:
+    """The state of one page's catalogue: entries in all, and how many are translated, fuzzy or untranslated."""
+
+    page: str
+    entries: int
+    translated: int
+    fuzzy: int
+    untranslated: int
+
+    @property
+    def done(self) -> bool:
+        return self.translated == self.entries
+
+    @property
+    def share(self) -> float:
+        return self.translated / self.entries if self.entries else 1.0
+
+
+def page_status(po: Path, page: str | None = None) -> PageStatus:
+    """Count the entries of the catalogue ``po`` (the header does not count)."""
+    with open(po, "rb") as f:
+        catalog = read_po(f)
+    messages = [m for m in catalog if m.id]
+    fuzzy = sum(m.fuzzy for m in messages)
+    untranslated = sum(not m.fuzzy and not m.string for m in messages)
+    page = page or po.relative_to(CATALOGUES).with_suffix("").as_posix()
+    return PageStatus(page, len(messages), len(messages) - fuzzy - untranslated, fuzzy, untranslated)
+
+
+def status(catalogues: Path = CATALOGUES) -> list[PageStatus]:
+    """Every page's catalogue under ``catalogues``, in name order."""
+    return [page_status(po, po.relative_to(catalogues).with_suffix("").as_posix()) for po in sorted(catalogues.rglob("*.po"))]
+
+
+def report(pages: list[PageStatus]) -> str:
+    """One line for the whole edition, then one per page with work left."""
+    total = sum(p.entries for p in pages)
+    done = sum(p.translated for p in pages)
+    lines = [f"Chinese edition: {done} of {total} entries translated in {len(pages)} pages"]
+    for p in pages:
+        if not p.done:
+            lines.append(f"  {p.page}: {p.untranslated} untranslated, {p.fuzzy} fuzzy (of {p.entries})")
+    return "\n".join(lines)
+
+
+def extract(root: Path, out: Path) -> Path:
+    """Run Sphinx's gettext builder on the book in ``root``; returns the folder of the ``.pot`` templates."""
+    command = [*JUPYTER_BOOK, "build", str(root), "--builder", "custom", "--custom-builder", "gettext"]
+    subprocess.run([*command, "--path-output", str(out)], check=True, stdout=subprocess.DEVNULL)
+    return out / "_build" / "gettext"
+
+
+def fill_verbatim(po: Path) -> int:
+    """Give every untranslated or fuzzy entry of ``po`` without words its English text; returns how many."""
+    with open(po, "rb") as f:
+        catalog = read_po(f)
+    filled = 0
+    for message in catalog:
+        if message.id and (message.fuzzy or not message.string) and verbatim(message.id):
+            message.string = message.id
+            message.flags.discard("fuzzy")
+            message.previous_id = []
+            filled += 1
+    if filled:
+        with open(po, "wb") as f:
+            write_po(f, catalog, width=0)
+    return filled
+
+
+def refresh(root: Path = ROOT) -> None:
+    """Extract the English pages and merge them into the catalogues (``sphinx-intl update``), then fill the
+    entries without words. Entries that left the English pages are dropped."""
+    from sphinx_intl import basic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        templates = extract(root, Path(tmp))
+        basic.update(str(root / "locales"), str(templates), (LANGUAGE,), line_width=0, ignore_obsolete=True, jobs=1)
+    for po in sorted((root / "locales" / LANGUAGE / "LC_MESSAGES").rglob("*.po")):
+        fill_verbatim(po)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Refresh the Chinese edition's catalogues and list what is left.")
+    parser.add_argument("--check", action="store_true", help="only list what is left; exit 1 unless all is done")
+    args = parser.parse_args(argv)
+    if not args.check:
+        refresh()
+    pages = status()
+    print(report(pages))
+    if not args.check:
+        print(f"Translate in {CATALOGUES.relative_to(ROOT)}/<page>.po: fill each empty msgstr, and for a fuzzy "
+              "entry fix the msgstr, then delete its '#, fuzzy' line and its '#| msgid' lines.")
+    return 0 if all(p.done for p in pages) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
