@@ -6,7 +6,10 @@ page (the theme's print style drops the navigation), and ``pypdf`` merges the pa
 per page. The PDF lands in the HTML folder, ``_build/html/transformer-input-layers.pdf``, where ``book/pdf.md`` links
 to it.
 
-    python3 -m course_embed.tools.pdf [HTML_FOLDER]    # default: _build/html
+    python3 -m course_embed.tools.pdf [HTML_FOLDER] [--config CONFIG]   # default: _build/html, _config.yml
+
+The Chinese edition's PDF is printed the same way from ``_build/html/zh`` (``--config locales/zh_CN/_config.yml``
+gives its title).
 """
 
 from __future__ import annotations
@@ -61,10 +64,11 @@ def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
     ]
 
 
-def build_pdf(html: Path, pages: list[str] | None = None, out: Path | None = None) -> Path:
+def build_pdf(html: Path, pages: list[str] | None = None, out: Path | None = None, title: str | None = None) -> Path:
     """Print ``pages`` (default: ``toc_pages()``) of the site in ``html`` and merge them into ``out``.
 
-    Returns the PDF's path (default ``html / PDF_NAME``). Raises ``RuntimeError`` naming a page that is missing or
+    ``title`` (default: the book's, from ``_config.yml``) is the PDF's title. Returns the PDF's path (default
+    ``html / PDF_NAME``). Raises ``RuntimeError`` naming a page that is missing or
     that loads something from another host (the PDF is built offline), and ``browser.BrowserNotFound``.
     """
     from playwright.sync_api import sync_playwright
@@ -99,22 +103,25 @@ def build_pdf(html: Path, pages: list[str] | None = None, out: Path | None = Non
                 raise RuntimeError(f"{path}.html loads {blocked[0]} from another host; the PDF is built offline")
             writer.append(PdfReader(io.BytesIO(data)), outline_item=title)
         chromium.close()
-    writer.add_metadata({"/Title": _book_title(), "/Creator": "course_embed.tools.pdf"})
+    writer.add_metadata({"/Title": title if title is not None else _book_title(), "/Creator": "course_embed.tools.pdf"})
     with open(out, "wb") as f:
         writer.write(f)
     return out
 
 
 def _book_title(config: Path = ROOT / "_config.yml") -> str:
-    return str(yaml.safe_load(config.read_text()).get("title", ""))
+    return str(yaml.safe_load(config.read_text(encoding="utf-8")).get("title", ""))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print the built site's pages, in the book's order, to one PDF.")
     parser.add_argument("html", nargs="?", type=Path, default=ROOT / "_build" / "html", help="the built HTML folder")
+    parser.add_argument(
+        "--config", type=Path, default=ROOT / "_config.yml", help="the edition's configuration, whose title the PDF takes"
+    )
     args = parser.parse_args(argv)
     try:
-        out = build_pdf(args.html)
+        out = build_pdf(args.html, title=_book_title(args.config))
     except (RuntimeError, browser.BrowserNotFound) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

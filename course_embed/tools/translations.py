@@ -86,6 +86,8 @@ def _term_pattern(term: str) -> re.Pattern:
 def term_problems(msgid: str, msgstr: str, terms: dict[str, list[str]]) -> list[str]:
     """The key terms that ``msgid`` names (outside code, math and link targets) and ``msgstr`` does not render with
     the glossary's Chinese name."""
+    if msgid.strip() in terms:
+        return []  # a glossary entry's own name, kept as it is: chapters reference the entry by it
     prose = _NOT_WORDS.sub(" ", msgid)
     return [
         f"{term!r} is {' or '.join(terms[term])}"
@@ -121,8 +123,11 @@ def markup_problems(msgid: str, msgstr: str) -> list[str]:
         ):
             problems.append(f"emphasis {span.group(0)!r} starts or ends with punctuation: move it outside")
     number = re.match(r"(\d+[a-z]?\.(?:\d+(?:\.\d+)*)?) ", msgid)
-    if number and not msgstr.startswith(number.group(1)):
+    if number and not msgstr.replace("\\.", ".", 1).startswith(number.group(1)):
         problems.append(f"the heading's number {number.group(1)!r} must start the translation")
+    if re.match(r"\d+\. ", msgstr):
+        # A translation is parsed again on its own: "5. 长序列" would be a list, not a title. "5\. " renders "5. ".
+        problems.append(f"write {msgstr[:msgstr.index('.')]}\\. at the start, or Markdown reads a numbered list")
     return problems
 
 
@@ -179,18 +184,28 @@ def extract(root: Path, out: Path) -> Path:
     return out / "_build" / "gettext"
 
 
-def fill_verbatim(po: Path) -> int:
-    """Give every untranslated or fuzzy entry of ``po`` without words its English text; returns how many."""
+# babel marks an entry "python-format" when its English has "%" or "{}"; these are prose, never format strings.
+_FORMAT_FLAGS = {"python-format", "python-brace-format"}
+
+
+def tidy(po: Path) -> int:
+    """Give every untranslated or fuzzy entry of ``po`` without words its English text, and drop babel's format
+    flags; returns how many entries were filled."""
     with open(po, "rb") as f:
         catalog = read_po(f)
-    filled = 0
+    filled, changed = 0, False
     for message in catalog:
-        if message.id and (message.fuzzy or not message.string) and verbatim(message.id):
+        if not message.id:
+            continue
+        if _FORMAT_FLAGS & message.flags:
+            message.flags -= _FORMAT_FLAGS
+            changed = True
+        if (message.fuzzy or not message.string) and verbatim(message.id):
             message.string = message.id
             message.flags.discard("fuzzy")
             message.previous_id = []
             filled += 1
-    if filled:
+    if filled or changed:
         with open(po, "wb") as f:
             write_po(f, catalog, width=0)
     return filled
@@ -204,8 +219,8 @@ def refresh(root: Path = ROOT) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         templates = extract(root, Path(tmp))
         basic.update(str(root / "locales"), str(templates), (LANGUAGE,), line_width=0, ignore_obsolete=True, jobs=1)
-    for po in sorted((root / "locales" / LANGUAGE / "LC_MESSAGES").rglob("*.po")):
-        fill_verbatim(po)
+    for po in sorted((root / "locales" / LANGUAGE / "LC_MESSAGES" / "book").rglob("*.po")):
+        tidy(po)
 
 
 def main(argv: list[str] | None = None) -> int:
