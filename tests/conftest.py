@@ -1,7 +1,6 @@
 """Shared fixtures: seeded generators and the devices to run on (CPU always, CUDA when available)."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -45,36 +44,39 @@ def pytest_report_header(config):
 
 
 class BuiltSite:
-    """Result of one site build: the HTML folder, the return code and log of `jupyter-book build`, and those of
-    printing the book to PDF (``course_embed.tools.pdf``, which needs the browser)."""
+    """Result of one site build, step by step as ``course_embed.tools.build`` runs it: the HTML folder, and the
+    return code and log of each step (``html``: the English site; ``html-zh``: the Chinese edition in ``zh/``;
+    ``pdf`` and ``pdf-zh``: their PDFs, which need the browser)."""
 
     def __init__(self, out: Path):
         self.html = out / "_build" / "html"
-        self.returncode, self.log = int((out / "returncode").read_text()), (out / "build.log").read_text()
-        self.pdf_returncode = int((out / "pdf-returncode").read_text())
-        self.pdf_log = (out / "pdf.log").read_text()
+        self.zh = self.html / "zh"
+        self.steps = {
+            log.stem: (int(log.with_suffix(".returncode").read_text()), log.read_text()) for log in out.glob("*.log")
+        }
+        (self.returncode, self.log), (self.zh_returncode, self.zh_log) = self.steps["html"], self.steps["html-zh"]
+        (self.pdf_returncode, self.pdf_log), (self.zh_pdf_returncode, self.zh_pdf_log) = (
+            self.steps["pdf"],
+            self.steps["pdf-zh"],
+        )
 
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory, worker_id) -> BuiltSite:
-    """Build the book once per test run (shared by xdist workers through a file lock), with the Jupyter Book of
-    this interpreter (never from PATH), the way the README's first command does; then print its PDF."""
+    """Build the book once per test run (shared by xdist workers through a file lock), both editions and their PDFs,
+    step by step as the README's first command does (``course_embed.tools.build.steps``: this interpreter's Jupyter
+    Book, never from PATH), each step's log kept even when an earlier one failed."""
     from course_embed.tools import build
 
     root = Path(__file__).resolve().parents[1]
     run_temp = tmp_path_factory.getbasetemp()  # xdist workers get a folder inside this run's folder
     out = (run_temp if worker_id == "master" else run_temp.parent) / "site"
     with FileLock(str(out) + ".lock"):
-        if not (out / "pdf.log").exists():
+        if not (out / "done").exists():
             out.mkdir(exist_ok=True)
-            proc = subprocess.run(build.jupyter_book_command(root, out), capture_output=True, text=True)
-            (out / "returncode").write_text(str(proc.returncode))
-            (out / "build.log").write_text(proc.stdout + proc.stderr)
-            pdf = subprocess.run(
-                [sys.executable, "-m", "course_embed.tools.pdf", str(out / "_build" / "html")],
-                capture_output=True,
-                text=True,
-            )
-            (out / "pdf-returncode").write_text(str(pdf.returncode))
-            (out / "pdf.log").write_text(pdf.stdout + pdf.stderr)
+            for name, command in build.steps(root, out):
+                proc = subprocess.run(command, capture_output=True, text=True)
+                (out / f"{name}.returncode").write_text(str(proc.returncode))
+                (out / f"{name}.log").write_text(proc.stdout + proc.stderr)
+            (out / "done").write_text("")
     return BuiltSite(out)

@@ -5,6 +5,7 @@ course-embed exercises [NAME ...]     regenerate student notebooks from exercise
 course-embed grade SUBMISSION ...     grade submissions, each in a sandbox, into a gradebook CSV and feedback
 course-embed release OUT              copy the course for learners: no solutions, no hidden tests
 course-embed status [NOTEBOOK ...]    measure chapters on CPU and rewrite book/status.md (default: every chapter)
+course-embed translations [--check]   refresh the Chinese edition's catalogues from the English pages; list what is left
 """
 
 from __future__ import annotations
@@ -168,7 +169,17 @@ def _status(args: argparse.Namespace) -> int:
         print(err, file=sys.stderr)
         return 2
     print("wrote book/status.json and book/status.md")
+    # The page's numbers changed: its Chinese catalogue follows (cells without words are kept as they are).
+    from .translations import main as translations
+
+    translations([])
     return 0 if all(r["reproduces"] for r in records.values()) else 1
+
+
+def _translations(args: argparse.Namespace) -> int:
+    from .translations import main
+
+    return main(["--check"] if args.check else [])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -253,6 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("notebooks", nargs="*", help="chapters to measure (default: every chapter in _toc.yml)")
     st.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell (default 600)")
     st.set_defaults(func=_status)
+    tr = sub.add_parser(
+        "translations", help="refresh the Chinese edition's catalogues; list untranslated or fuzzy entries"
+    )
+    tr.add_argument("--check", action="store_true", help="only list what is left; exit 1 unless all is translated")
+    tr.set_defaults(func=_translations)
     return parser
 
 

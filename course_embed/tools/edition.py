@@ -23,6 +23,7 @@ import yaml
 from course_embed.tools import translations
 from course_embed.tools.build import ROOT, jupyter_book_command
 from course_embed.tools.site import EDITION_FOLDER
+
 OVERRIDES = translations.LOCALES / translations.LANGUAGE / "_config.yml"
 
 
@@ -40,7 +41,10 @@ def write_config(root: Path, folder: Path) -> Path:
     words = folder / "search_words.txt"
     chinese = {name for names in translations.glossary_terms(root / "book" / "glossary.md").values() for name in names}
     words.write_text("".join(f"{name.replace(' ', '')} 10 n\n" for name in sorted(chinese)), encoding="utf-8")
-    config = merged(yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8")), yaml.safe_load(OVERRIDES.read_text(encoding="utf-8")))
+    config = merged(
+        yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8")),
+        yaml.safe_load(OVERRIDES.read_text(encoding="utf-8")),
+    )
     config["sphinx"]["config"]["html_search_options"] = {"dict": str(words.resolve())}
     path = folder / "_config.yml"
     path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
@@ -65,7 +69,9 @@ def build(root: Path = ROOT, path_output: Path | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the Chinese edition into _build/html/zh (strict).")
-    parser.add_argument("--path-output", type=Path, default=None, help="folder that receives _build/ (default: the repository root)")
+    parser.add_argument(
+        "--path-output", type=Path, default=None, help="folder that receives _build/ (default: the repository root)"
+    )
     return build(ROOT, parser.parse_args(argv).path_output)
 
 

@@ -64,10 +64,12 @@ def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
     ]
 
 
-def build_pdf(html: Path, pages: list[str] | None = None, out: Path | None = None, title: str | None = None) -> Path:
+def build_pdf(
+    html: Path, pages: list[str] | None = None, out: Path | None = None, book_title: str | None = None
+) -> Path:
     """Print ``pages`` (default: ``toc_pages()``) of the site in ``html`` and merge them into ``out``.
 
-    ``title`` (default: the book's, from ``_config.yml``) is the PDF's title. Returns the PDF's path (default
+    ``book_title`` (default: the book's, from ``_config.yml``) is the PDF's title. Returns the PDF's path (default
     ``html / PDF_NAME``). Raises ``RuntimeError`` naming a page that is missing or
     that loads something from another host (the PDF is built offline), and ``browser.BrowserNotFound``.
     """
@@ -103,7 +105,9 @@ def build_pdf(html: Path, pages: list[str] | None = None, out: Path | None = Non
                 raise RuntimeError(f"{path}.html loads {blocked[0]} from another host; the PDF is built offline")
             writer.append(PdfReader(io.BytesIO(data)), outline_item=title)
         chromium.close()
-    writer.add_metadata({"/Title": title if title is not None else _book_title(), "/Creator": "course_embed.tools.pdf"})
+    writer.add_metadata(
+        {"/Title": book_title if book_title is not None else _book_title(), "/Creator": "course_embed.tools.pdf"}
+    )
     with open(out, "wb") as f:
         writer.write(f)
     return out
@@ -117,11 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print the built site's pages, in the book's order, to one PDF.")
     parser.add_argument("html", nargs="?", type=Path, default=ROOT / "_build" / "html", help="the built HTML folder")
     parser.add_argument(
-        "--config", type=Path, default=ROOT / "_config.yml", help="the edition's configuration, whose title the PDF takes"
+        "--config",
+        type=Path,
+        default=ROOT / "_config.yml",
+        help="the edition's configuration, whose title the PDF takes",
     )
     args = parser.parse_args(argv)
     try:
-        out = build_pdf(args.html, title=_book_title(args.config))
+        out = build_pdf(args.html, book_title=_book_title(args.config))
     except (RuntimeError, browser.BrowserNotFound) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

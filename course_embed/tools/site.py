@@ -30,8 +30,8 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
-from sphinx.util.i18n import docname_to_domain
 from sphinx.util import logging
+from sphinx.util.i18n import docname_to_domain
 from sphinx.util.osutil import relative_uri
 
 from .assets import LOCAL_COPIES, MATHJAX_JS, PACKAGES, VENDOR, WIDGET_JS, copy_package, fetch
@@ -383,10 +383,10 @@ def translate_theme(text: str, words: dict[str, str]) -> str:
     white space) replaced by its translation."""
     for english, translated in words.items():
         source, target = html.escape(english, quote=True), html.escape(translated, quote=True)
-        text = re.sub(
-            rf'((?:aria-label|title|placeholder|data-tooltip)=")({re.escape(source)})(")', rf"\g<1>{target}\g<3>", text
-        )
-        text = re.sub(rf"(>\s*){re.escape(source)}(\s*<)", lambda m: m.group(1) + target + m.group(2), text)
+        attribute = rf'((?:aria-label|title|placeholder|data-tooltip)="){re.escape(source)}(")'
+        keep_around = lambda m, target=target: m.group(1) + target + m.group(2)  # noqa: E731
+        text = re.sub(attribute, keep_around, text)
+        text = re.sub(rf"(>\s*){re.escape(source)}(\s*<)", keep_around, text)
     return text
 
 
@@ -400,7 +400,12 @@ def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
     words = theme_words(Path(app.srcdir), app.config.locale_dirs, language) if language != "en" else {}
     for page in sorted(outdir.rglob("*.html")):
         relative = page.relative_to(outdir)
-        if relative.parts[0] in {"_static", "_sources", VENDOR, EDITION_FOLDER}:  # the Chinese edition is built on its own
+        if relative.parts[0] in {
+            "_static",
+            "_sources",
+            VENDOR,
+            EDITION_FOLDER,
+        }:  # the Chinese edition is built on its own
             continue
         text = page.read_text(encoding="utf-8")
         if (fixed := translate_theme(accessible_page(text), words)) != text:

@@ -9,8 +9,11 @@ When an English paragraph changes, its entry comes back *fuzzy* (the old transla
 the build) or, if it is new, untranslated; the build of the Chinese edition then shows that paragraph in English and
 ``python3 -m course_embed.tools.build`` lists the pages with work left.
 
-    python3 -m course_embed.tools.translations          # refresh the catalogues, then list what is left
-    python3 -m course_embed.tools.translations --check  # list what is left; exit 1 unless all is translated
+    course-embed translations          # refresh the catalogues, then list what is left
+    course-embed translations --check  # list what is left; exit 1 unless all is translated
+
+(or ``python3 -m course_embed.tools.translations``). ``course-embed status`` refreshes them too, after it rewrites the
+status page.
 
 An entry with no words to translate (a number, a hash, inline code or math, a date and version line) is filled with
 its English text by the refresh, so that re-measuring the status page needs no translator.
@@ -50,17 +53,66 @@ def verbatim(msgid: str) -> bool:
 # The glossary's terms that every translated entry must render with the glossary's Chinese name (one of them, where the
 # glossary gives two): an entry whose English names one of these, outside code and math, names it in Chinese too.
 KEY_TERMS = (
-    "token", "token embedding", "token id", "vocabulary", "embedding table", "one-hot vector", "lookup",
-    "positional encoding", "sinusoidal positional encoding", "learned position embedding", "rotary position embedding",
-    "relative position bias", "relative-position bucket", "position interpolation", "NTK-aware scaling",
-    "dynamic NTK", "extrapolation", "length generalisation", "attention", "attention mask", "key padding mask",
-    "attention temperature", "padding", "weight tying", "cross-entropy", "concatenation", "fusion", "kernel fusion",
-    "fused kernel", "mixed precision", "stochastic rounding", "sparse gradient", "gradient checkpointing",
-    "memory bandwidth", "arithmetic intensity", "roofline model", "ridge point", "page fault", "noise floor",
-    "confidence interval of a median", "wavelength", "critical dimension", "linear probe", "induction head",
-    "previous-token head", "copy task", "passkey retrieval", "early-token curse", "KV cache", "recompilation",
-    "graph break", "dynamic shapes", "all-reduce", "all-gather", "reduce-scatter", "atomic add",
-    "deterministic algorithm", "lazy Adam", "Amdahl's law", "Xavier initialisation",
+    "token",
+    "token embedding",
+    "token id",
+    "vocabulary",
+    "embedding table",
+    "one-hot vector",
+    "lookup",
+    "positional encoding",
+    "sinusoidal positional encoding",
+    "learned position embedding",
+    "rotary position embedding",
+    "relative position bias",
+    "relative-position bucket",
+    "position interpolation",
+    "NTK-aware scaling",
+    "dynamic NTK",
+    "extrapolation",
+    "length generalisation",
+    "attention",
+    "attention mask",
+    "key padding mask",
+    "attention temperature",
+    "padding",
+    "weight tying",
+    "cross-entropy",
+    "concatenation",
+    "fusion",
+    "kernel fusion",
+    "fused kernel",
+    "mixed precision",
+    "stochastic rounding",
+    "sparse gradient",
+    "gradient checkpointing",
+    "memory bandwidth",
+    "arithmetic intensity",
+    "roofline model",
+    "ridge point",
+    "page fault",
+    "noise floor",
+    "confidence interval of a median",
+    "wavelength",
+    "critical dimension",
+    "linear probe",
+    "induction head",
+    "previous-token head",
+    "copy task",
+    "passkey retrieval",
+    "early-token curse",
+    "KV cache",
+    "recompilation",
+    "graph break",
+    "dynamic shapes",
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "atomic add",
+    "deterministic algorithm",
+    "lazy Adam",
+    "Amdahl's law",
+    "Xavier initialisation",
 )
 
 
@@ -127,7 +179,7 @@ def markup_problems(msgid: str, msgstr: str) -> list[str]:
         problems.append(f"the heading's number {number.group(1)!r} must start the translation")
     if re.match(r"\d+\. ", msgstr):
         # A translation is parsed again on its own: "5. 长序列" would be a list, not a title. "5\. " renders "5. ".
-        problems.append(f"write {msgstr[:msgstr.index('.')]}\\. at the start, or Markdown reads a numbered list")
+        problems.append(f"write {msgstr[: msgstr.index('.')]}\\. at the start, or Markdown reads a numbered list")
     return problems
 
 
@@ -163,7 +215,10 @@ def page_status(po: Path, page: str | None = None) -> PageStatus:
 
 def status(catalogues: Path = CATALOGUES) -> list[PageStatus]:
     """Every page's catalogue under ``catalogues``, in name order."""
-    return [page_status(po, po.relative_to(catalogues).with_suffix("").as_posix()) for po in sorted(catalogues.rglob("*.po"))]
+    return [
+        page_status(po, po.relative_to(catalogues).with_suffix("").as_posix())
+        for po in sorted(catalogues.rglob("*.po"))
+    ]
 
 
 def report(pages: list[PageStatus]) -> str:
@@ -232,8 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     pages = status()
     print(report(pages))
     if not args.check:
-        print(f"Translate in {CATALOGUES.relative_to(ROOT)}/<page>.po: fill each empty msgstr, and for a fuzzy "
-              "entry fix the msgstr, then delete its '#, fuzzy' line and its '#| msgid' lines.")
+        print(
+            f"Translate in {CATALOGUES.relative_to(ROOT)}/<page>.po: fill each empty msgstr, and for a fuzzy "
+            "entry fix the msgstr, then delete its '#, fuzzy' line and its '#| msgid' lines."
+        )
     return 0 if all(p.done for p in pages) else 1
 
 

@@ -55,6 +55,7 @@ def test_the_pdf_holds_every_chapter_in_order(book_pdf):
 
 
 def test_the_pdf_has_a_bookmark_per_page(book_pdf):
+    assert book_pdf.metadata.title == "Transformer input layers"
     titles = [_straight(item.title) for item in book_pdf.outline]
     assert len(titles) == len(pdf.toc_pages())
     for entry in toc_files():
@@ -67,3 +68,35 @@ def test_build_pdf_refuses_a_site_that_was_not_built(tmp_path):
         RuntimeError, match=r"no book/intro\.html, .*book/bibliography\.html.* in .*build the site first"
     ):
         pdf.build_pdf(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def chinese_pdf(built_site):
+    assert built_site.zh_pdf_returncode == 0, built_site.zh_pdf_log[-3000:]
+    path = built_site.zh / pdf.PDF_NAME
+    assert path.is_file() and path.read_bytes()[:5] == b"%PDF-"
+    return PdfReader(path)
+
+
+def _chinese_title(entry: str) -> str:
+    """The page's title in the Chinese edition: its first entry's translation."""
+    from babel.messages.pofile import read_po
+
+    from course_embed.tools import translations
+
+    with open(translations.CATALOGUES / f"{entry}.po", "rb") as f:
+        first = next(m for m in read_po(f) if m.id == _plain_title(entry)[0] or m.id.startswith(_plain_title(entry)[0]))
+    return first.string.replace("\\.", ".")
+
+
+def test_the_chinese_pdf_is_in_chinese_with_a_chinese_bookmark_per_page(chinese_pdf):
+    assert chinese_pdf.metadata.title == "Transformer 输入层"
+    titles = [item.title for item in chinese_pdf.outline]
+    assert len(titles) == len(pdf.toc_pages())
+    text = re.sub(r"\s+", "", " ".join(page.extract_text() for page in chinese_pdf.pages))
+    for term in ("位置编码", "词元嵌入", "权重绑定", "注意力"):
+        assert term in text, term  # the PDF holds Chinese text, not boxes
+    for entry in toc_files():
+        if (ROOT / f"{entry}.ipynb").exists():
+            title = _chinese_title(entry)
+            assert title in titles, (entry, title, titles)

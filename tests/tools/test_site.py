@@ -1,14 +1,16 @@
 """The built site in a real browser: headless Chromium or Chrome, driven by Playwright, with the network cut off.
 
-Every HTML page of the site is served from localhost and opened once. Any request to another host is blocked and
-recorded (the site must work offline); console errors, uncaught exceptions and failed requests are recorded; then
-each page is checked: images loaded and described by alt text, math typeset by MathJax without TeX errors, ipywidgets
-rendered from their stored state, matplotlib animations step when their controls are used, and every internal link
-resolves (the file exists and so does the #anchor on it). axe-core (fetched from npm and cached like MathJax) checks
-each page for accessibility problems; then the page is laid out at a phone's width (390 px), where nothing may stick
-out of the content column except inside a block that scrolls (code, outputs, tables, wide equations). A full-page
-screenshot of every page at both widths is kept for a person to look at, in ``_build/screenshots/`` (``phone/`` for
-390 px; or ``$COURSE_EMBED_SCREENSHOTS``). Finally the search page finds each chapter from a word of its own.
+Every HTML page of the site, both editions (the Chinese one in ``zh/``), is served from localhost and opened once. Any
+request to another host is blocked and recorded (the site must work offline); console errors, uncaught exceptions and
+failed requests are recorded; then each page is checked: images loaded and described by alt text, math typeset by
+MathJax without TeX errors, ipywidgets rendered from their stored state, matplotlib animations step when their controls
+are used, and every internal link resolves (the file exists and so does the #anchor on it). axe-core (fetched from npm
+and cached like MathJax) checks each page for accessibility problems; then the page is laid out at a phone's width (390
+px), where nothing may stick out of the content column except inside a block that scrolls (code, outputs, tables, wide
+equations). A full-page screenshot of every page at both widths is kept for a person to look at, in
+``_build/screenshots/`` (``phone/`` for 390 px; or ``$COURSE_EMBED_SCREENSHOTS``). Each page declares its language
+(``lang="zh-CN"`` in the Chinese edition, which axe checks too), and Chinese text is drawn with real glyphs. The search
+is tested in ``test_site_search.py``.
 
 Browser: ``course_embed.tools.browser.find_browser()``: ``$COURSE_EMBED_BROWSER``, else Chromium or Chrome under its
 usual name (pytest's header says which).
@@ -36,6 +38,7 @@ WAIT_MS = 30_000
 SHOT_MS = 180_000  # a full-page screenshot of a long page at 390 px can take a minute on a loaded machine
 PHONE = {"width": 390, "height": 844}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+EDITIONS = ("", "zh/")  # the English site at the root, the Chinese edition in zh/ (course_embed.tools.edition)
 
 # Runs in the page once it has loaded: waits for MathJax and the widget embedder, then reports what it sees.
 INSPECT = (
@@ -52,13 +55,26 @@ INSPECT = (
   const images = () => [...document.images];
   await until(() => images().every(i => i.complete));
   const state = document.querySelector('script[type="application/vnd.jupyter.widget-state+json"]');
+  // Chinese text is drawn with real glyphs in the font the page's prose uses: four different characters give four
+  // different images (a font without them draws the same empty box for each), none of them blank.
+  const cjkGlyphs = () => {
+    const prose = document.querySelector('main p') || document.body;
+    const canvas = document.createElement('canvas'); canvas.width = canvas.height = 48;
+    const g = canvas.getContext('2d');
+    g.font = '40px ' + getComputedStyle(prose).fontFamily;
+    const draw = ch => { g.clearRect(0, 0, 48, 48); g.fillText(ch, 2, 40);
+                         const d = g.getImageData(0, 0, 48, 48).data; return d.some(v => v) ? d.join() : ''; };
+    const images = ['位', '置', '编', '码'].map(draw);
+    return images.every(i => i) && new Set(images).size === 4;
+  };
   const models = state ? Object.values(JSON.parse(state.textContent).state) : [];
   return {
     broken_images: images().filter(i => !(i.complete && i.naturalWidth > 0))
                            .map(i => (i.getAttribute('src') || '').slice(0, 80)),
     images: images().length,
-    // alt text that says nothing: missing, empty, or the file's name (what Sphinx writes when a cell sets none)
-    images_without_alt: images().filter(i => !/[a-z]{3}/i.test(i.getAttribute('alt') || '') ||
+    // alt text that says nothing: missing, empty (no English or Chinese word), or the file's name (what Sphinx
+    // writes when a cell sets none)
+    images_without_alt: images().filter(i => !/[a-z]{3}|[\u4e00-\u9fff]{2}/i.test(i.getAttribute('alt') || '') ||
                                              /\\.(png|jpe?g|gif|svg|webp)$/i.test(i.getAttribute('alt')))
                                 .map(i => (i.getAttribute('src') || '').slice(0, 80)),
     math: document.querySelectorAll('.math').length,
@@ -71,6 +87,10 @@ INSPECT = (
     readouts: [...document.querySelectorAll('.widget-readout')].map(r => (r.value || r.textContent).trim()),
     animations: document.querySelectorAll('div.animation').length,
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
+    lang: document.documentElement.lang,
+    cjk_characters: ((document.querySelector('main') || document.body).innerText
+                     .match(/[\u4e00-\u9fff]/g) || []).length,
+    cjk_glyphs: cjkGlyphs(),
   };
 }"""  # noqa: UP031 (a JavaScript template: format() would need every brace doubled)
     % WAIT_MS
@@ -188,13 +208,18 @@ def broken_links(html_root: Path, base: str, links: list[str]) -> list[str]:
     return broken
 
 
+def _edition_path(path: Path) -> Path:
+    """A page's path inside its edition (``zh/book/x.html`` -> ``book/x.html``)."""
+    return Path(*path.parts[1:]) if path.parts[0] == EDITIONS[1].rstrip("/") else path
+
+
 @pytest.fixture(scope="module")
 def reports(built_site, site_url, chromium, axe_js) -> dict[str, PageReport]:
     """Open every HTML page of the site once, offline; check and screenshot it at desktop and phone widths."""
     pages = sorted(
         p.relative_to(built_site.html).as_posix()
         for p in built_site.html.rglob("*.html")
-        if p.relative_to(built_site.html).parts[0] not in {"_static", "_sources", "_vendor"}
+        if _edition_path(p.relative_to(built_site.html)).parts[0] not in {"_static", "_sources", "_vendor"}
     )
     (SCREENSHOTS / "phone").mkdir(parents=True, exist_ok=True)  # overwritten page by page: runs share the folder
     results = {}
@@ -241,8 +266,8 @@ def _problems(reports, check) -> dict[str, list]:
 
 
 def _stored(kind: str) -> dict[str, int]:
-    """Per chapter page: how many widget views or to_jshtml animations its notebook stores and the site shows
-    (a cell tagged ``remove-output`` or ``remove-cell`` keeps its outputs in the notebook, off the page)."""
+    """Per chapter page, in both editions: how many widget views or to_jshtml animations its notebook stores and the
+    site shows (a cell tagged ``remove-output`` or ``remove-cell`` keeps its outputs in the notebook, off the page)."""
     hidden = {"remove-output", "remove-cell"}
     counts = {}
     for entry in toc_files():
@@ -252,17 +277,25 @@ def _stored(kind: str) -> dict[str, int]:
             shown = [c for c in cells if c.cell_type == "code" and not hidden & set(c.metadata.get("tags", []))]
             outputs = [o for c in shown for o in c.outputs]
             if kind == "widgets":
-                counts[f"{entry}.html"] = sum(WIDGET_VIEW in o.get("data", {}) for o in outputs)
+                count = sum(WIDGET_VIEW in o.get("data", {}) for o in outputs)
             else:
-                counts[f"{entry}.html"] = sum(
-                    '<div class="animation">' in o.get("data", {}).get("text/html", "") for o in outputs
-                )
+                count = sum('<div class="animation">' in o.get("data", {}).get("text/html", "") for o in outputs)
+            counts.update({f"{edition}{entry}.html": count for edition in EDITIONS})
     return counts
 
 
 def test_every_toc_page_was_opened(reports):
-    assert {f"{entry}.html" for entry in toc_files()} <= set(reports)
-    assert len(reports) >= len(toc_files()) + 2  # and the index, search and general index pages
+    assert {f"{edition}{entry}.html" for edition in EDITIONS for entry in toc_files()} <= set(reports)
+    assert len(reports) >= 2 * (len(toc_files()) + 2)  # and each edition's index, search and general index pages
+
+
+def test_every_page_declares_its_language_and_the_chinese_pages_show_chinese_glyphs(reports):
+    assert not _problems(reports, lambda r: r.seen["lang"] != ("zh-CN" if r.path.startswith("zh/") else "en"))
+    chinese = {path: r for path, r in reports.items() if path.startswith("zh/")}
+    assert chinese and all(r.seen["cjk_glyphs"] for r in chinese.values()), [
+        path for path, r in chinese.items() if not r.seen["cjk_glyphs"]
+    ]
+    assert all(reports[f"zh/{entry}.html"].seen["cjk_characters"] > 50 for entry in toc_files())
 
 
 def test_no_page_loads_anything_from_another_host(reports):
@@ -280,7 +313,8 @@ def test_no_failed_requests(reports):
 def test_every_image_has_loaded(reports):
     assert not _problems(reports, lambda r: r.seen["broken_images"])
     with_figures = [
-        reports[f"{entry}.html"]
+        reports[f"{edition}{entry}.html"]
+        for edition in EDITIONS
         for entry in toc_files()
         if (ROOT / f"{entry}.ipynb").exists() and '"image/png"' in (ROOT / f"{entry}.ipynb").read_text()
     ]
@@ -382,5 +416,7 @@ def test_nothing_overflows_the_content_column_at_a_phone_width(reports):
 
 def test_the_pdf_is_linked_from_the_site(built_site, reports, site_url):
     assert built_site.pdf_returncode == 0, built_site.pdf_log[-3000:]
-    linked = [path for path, r in reports.items() if f"{site_url}{pdf.PDF_NAME}" in r.seen["links"]]
-    assert "book/pdf.html" in linked
+    assert built_site.zh_pdf_returncode == 0, built_site.zh_pdf_log[-3000:]
+    for edition in EDITIONS:
+        linked = [path for path, r in reports.items() if f"{site_url}{edition}{pdf.PDF_NAME}" in r.seen["links"]]
+        assert f"{edition}book/pdf.html" in linked

@@ -386,3 +386,30 @@ def test_launch_buttons_follow_the_repository_url(tmp_path, url):
         assert "https://colab.research.google.com/github/someone/course_embed/blob/main/index.ipynb" in page
     else:
         assert "mybinder.org" not in page and "colab.research.google.com" not in page
+
+
+def test_edition_switch_links_a_page_to_itself_in_the_other_edition():
+    from course_embed.tools.site import edition_switch
+
+    assert 'href="../zh/book/01_token_embedding.html" hreflang="zh-CN" lang="zh-CN">中文版' in edition_switch(
+        "book/01_token_embedding", "en"
+    )
+    assert 'href="../../book/01_token_embedding.html" hreflang="en" lang="en">English edition' in edition_switch(
+        "book/01_token_embedding", "zh_CN"
+    )
+    assert 'href="zh/search.html"' in edition_switch("search", "en")
+    assert 'href="../search.html"' in edition_switch("search", "zh_CN")
+
+
+def test_translate_theme_replaces_whole_attribute_values_and_texts_only():
+    from course_embed.tools.site import translate_theme
+
+    words = {"Color mode": "颜色模式", "Main": "主导航", "Show code cell source": "显示代码"}
+    page = (
+        '<button title="Color mode" aria-label="Color mode"></button><nav aria-label="Main"></nav>'
+        '<p class="collapsed"> Show code cell source </p><p>Main ideas</p><img alt="Main">'
+    )
+    assert translate_theme(page, words) == (
+        '<button title="颜色模式" aria-label="颜色模式"></button><nav aria-label="主导航"></nav>'
+        '<p class="collapsed"> 显示代码 </p><p>Main ideas</p><img alt="Main">'
+    )

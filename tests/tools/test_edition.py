@@ -1,0 +1,114 @@
+"""course_embed.tools.edition: the Chinese edition, built from the same pages and stored outputs into zh/."""
+
+import json
+import re
+
+import yaml
+
+from course_embed.tools import edition, translations
+
+from .test_notebooks import ROOT, toc_files
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _visible_text(page: str) -> str:
+    """The article's prose: without code cells, outputs, scripts and tags."""
+    article = page.split('<article class="bd-article">', 1)[-1].split("</article>", 1)[0]
+    article = re.sub(r'<div class="cell_(?:input|output)[^"]*".*?</div>\s*</div>', " ", article, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", " ", article, flags=re.S))
+
+
+def _cells(page: str) -> list[str]:
+    """The code cells and their outputs as the page shows them, alt text (which is translated) left out."""
+    cells = re.findall(r'<div class="cell_(?:input|output)[^"]*".*?</div>\s*</div>', page, flags=re.S)
+    return [re.sub(r' (?:data-)?alt="[^"]*"', "", cell) for cell in cells]
+
+
+def test_the_chinese_edition_builds_without_warnings(built_site):
+    assert built_site.zh_returncode == 0, built_site.zh_log[-3000:]
+    assert not re.search(r"WARNING|ERROR", built_site.zh_log), built_site.zh_log[-3000:]
+    assert f"{sum(p.entries for p in translations.status())} entries translated" in built_site.zh_log
+
+
+def test_every_page_is_in_chinese_with_the_english_code_and_outputs(built_site):
+    for entry in toc_files():
+        english = (built_site.html / f"{entry}.html").read_text(encoding="utf-8")
+        chinese = (built_site.zh / f"{entry}.html").read_text(encoding="utf-8")
+        assert '<html lang="zh-CN"' in chinese, entry
+        prose = _visible_text(chinese)
+        # Chinese prose: far more Chinese characters than English words (names and code terms stay in English);
+        # the bibliography's entries stay as published, only its introduction is translated
+        english_words = len(re.findall(r"\b[a-z]{4,}\b", prose)) if entry != "book/bibliography" else 10
+        assert len(CJK.findall(prose)) > 2 * english_words, entry
+        assert _cells(chinese) == _cells(english), f"{entry}: the code cells or outputs differ between editions"
+        images = re.findall(r'<img[^>]+src="([^"]+\.png)"', chinese)
+        assert len(images) == len(re.findall(r'<img[^>]+src="([^"]+\.png)"', english)), entry
+        assert all((built_site.zh / entry).parent.joinpath(src).resolve().is_file() for src in images), entry
+
+
+def test_figures_have_chinese_alt_text(built_site):
+    page = (built_site.zh / "book" / "01_token_embedding.html").read_text(encoding="utf-8")
+    alts = re.findall(r'<img[^>]+alt="([^"]*)"', page)
+    assert alts and all(CJK.search(alt) for alt in alts), alts
+
+
+def test_each_page_links_to_itself_in_the_other_edition(built_site):
+    for entry in toc_files():
+        english = (built_site.html / f"{entry}.html").read_text(encoding="utf-8")
+        chinese = (built_site.zh / f"{entry}.html").read_text(encoding="utf-8")
+        up = "../" * entry.count("/")
+        assert f'href="{up}zh/{entry}.html" hreflang="zh-CN" lang="zh-CN">中文版</a>' in english, entry
+        assert f'href="../{up}{entry}.html" hreflang="en" lang="en">English edition</a>' in chinese, entry
+
+
+def test_each_chinese_page_says_how_much_of_it_is_translated(built_site):
+    for entry in toc_files():
+        state = translations.page_status(translations.CATALOGUES / f"{entry}.po", entry)
+        chinese = (built_site.zh / f"{entry}.html").read_text(encoding="utf-8")
+        assert f"本页译文：{state.entries} 条全部译完。" in chinese, entry
+
+
+def test_the_theme_speaks_chinese(built_site):
+    page = (built_site.zh / "book" / "03_sinusoidal.html").read_text(encoding="utf-8")
+    for english in (
+        "Search this book...",
+        "Link to this heading",
+        "Color mode",
+        "Show code cell source",
+        "Click to show",
+    ):
+        assert english not in page, english
+    for chinese in ("搜索本书……", "链接到此标题", "显示代码", "点击显示", ">章节<", ">附录<"):
+        assert chinese in page, chinese
+
+
+def test_the_search_index_has_the_glossarys_chinese_terms(built_site):
+    text = (built_site.zh / "searchindex.js").read_text(encoding="utf-8")
+    terms = json.loads(text[text.index("(") + 1 : text.rindex(")")])["terms"]
+    for term in ("位置编码", "词元嵌入", "权重绑定", "旋转位置编码"):
+        assert term in terms, term
+
+
+def test_merged_overrides_key_by_key():
+    base = {"title": "A", "sphinx": {"config": {"x": 1, "y": [1]}}, "html": {"a": 1}}
+    over = {"title": "B", "sphinx": {"config": {"y": [2], "language": "zh_CN"}}}
+    assert edition.merged(base, over) == {
+        "title": "B",
+        "sphinx": {"config": {"x": 1, "y": [2], "language": "zh_CN"}},
+        "html": {"a": 1},
+    }
+    assert base["sphinx"]["config"] == {"x": 1, "y": [1]}  # not changed in place
+
+
+def test_the_chinese_config_is_the_books_with_the_editions_overrides(tmp_path):
+    path = edition.write_config(ROOT, tmp_path)
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    book = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    assert config["sphinx"]["config"]["language"] == "zh_CN"
+    assert config["title"] == "Transformer 输入层"
+    assert config["sphinx"]["config"]["locale_dirs"] == book["sphinx"]["config"]["locale_dirs"]
+    assert config["execute"] == book["execute"] == {"execute_notebooks": "off"}  # outputs shown, not re-executed
+    words = (tmp_path / "search_words.txt").read_text(encoding="utf-8").splitlines()
+    assert config["sphinx"]["config"]["html_search_options"] == {"dict": str((tmp_path / "search_words.txt").resolve())}
+    assert "位置编码 10 n" in words and "词元嵌入 10 n" in words

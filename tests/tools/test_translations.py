@@ -1,0 +1,140 @@
+"""course_embed.tools.translations: the Chinese edition's catalogues are complete, current and consistent."""
+
+import pytest
+from babel.messages.catalog import Catalog
+from babel.messages.pofile import read_po, write_po
+
+from course_embed.tools import translations as tr
+
+from .test_notebooks import ROOT, toc_files
+
+
+def _read(po):
+    with open(po, "rb") as f:
+        return read_po(f)
+
+
+def _write(po, messages, template=False):
+    catalog = Catalog(locale=None if template else "zh_CN")
+    for msgid, msgstr in messages:
+        catalog.add(msgid, "" if template else msgstr)
+    po.parent.mkdir(parents=True, exist_ok=True)
+    with open(po, "wb") as f:
+        write_po(f, catalog, width=0)
+
+
+@pytest.fixture(scope="module")
+def catalogues():
+    return {po.relative_to(tr.CATALOGUES).with_suffix("").as_posix(): _read(po) for po in tr.CATALOGUES.rglob("*.po")}
+
+
+def test_every_page_has_a_catalogue_and_every_entry_is_translated(catalogues):
+    assert {f"{entry}" for entry in toc_files()} <= set(catalogues)
+    pages = tr.status()
+    assert [p for p in pages if not p.done] == [], tr.report(pages)
+    assert sum(p.entries for p in pages) > 1000
+
+
+def test_the_catalogues_hold_exactly_the_english_pages_entries(tmp_path, catalogues):
+    """An English edit that nobody carried into the catalogues fails here (run the refresh: its entry comes back
+    fuzzy or untranslated, and this test's neighbour says which)."""
+    templates = tr.extract(ROOT, tmp_path)
+    for pot in templates.rglob("*.pot"):
+        page = pot.relative_to(templates).with_suffix("").as_posix()
+        english = {m.id for m in _read(pot) if m.id}
+        assert {m.id for m in catalogues[page] if m.id} == english, (
+            f"{page}: the catalogue is older than the page; run python3 -m course_embed.tools.translations"
+        )
+
+
+def test_every_translation_keeps_the_markup_and_the_glossarys_terms(catalogues):
+    terms = tr.glossary_terms()
+    problems = [
+        f"{page}: {problem}: {m.id[:80]!r}"
+        for page, catalogue in catalogues.items()
+        for m in catalogue
+        if m.id and m.string
+        for problem in tr.markup_problems(m.id, m.string) + tr.term_problems(m.id, m.string, terms)
+    ]
+    assert problems == []
+
+
+def test_every_key_term_has_its_chinese_name_in_the_glossary():
+    terms = tr.glossary_terms()
+    assert {term: terms.get(term) for term in tr.KEY_TERMS if not terms.get(term)} == {}
+    assert terms["positional encoding"] == ["位置编码"]
+    assert terms["key padding mask"] == ["填充掩码", "键填充掩码"]
+    assert terms["RoPE"] == ["旋转位置编码"]  # a second English name of the same entry
+
+
+def test_term_problems_finds_a_term_left_in_english_or_translated_otherwise():
+    terms = tr.glossary_terms()
+    assert tr.term_problems("Add positional encodings to the rows.", "把位置编码加到行上。", terms) == []
+    assert tr.term_problems("Add positional encodings.", "加上位置向量。", terms) == [
+        "'positional encoding' is 位置编码"
+    ]
+    assert tr.term_problems("Weight tying shares the table.", "权重共享让两层共用一张表。", terms) == []
+    assert tr.term_problems("Call `attention(q, k)`.", "调用 `attention(q, k)`。", terms) == []  # code is not prose
+    assert tr.term_problems("positional encoding", "positional encoding", terms) == []  # the glossary's own name
+
+
+@pytest.mark.parametrize(
+    "msgstr, problem",
+    [
+        ("见 `F.embedding` 与 $d$，[第 3 章](03.ipynb#a)。", None),
+        ("见 `embedding` 与 $d$，[第 3 章](03.ipynb#a)。", "inline code differs"),
+        ("见 `F.embedding` 与 $D$，[第 3 章](03.ipynb#a)。", "math differs"),
+        ("见 `F.embedding` 与 $d$，[第 3 章](03.ipynb#b)。", "link target differs"),
+        ("见 `F.embedding` 与 $d$，第 3 章。", "link target differs"),
+    ],
+)
+def test_markup_problems_compare_code_math_and_link_targets(msgstr, problem):
+    found = tr.markup_problems("See `F.embedding` and $d$ in [chapter 3](03.ipynb#a).", msgstr)
+    assert (found == []) if problem is None else any(problem in p for p in found), found
+
+
+def test_markup_problems_catch_emphasis_that_would_not_render_and_lost_heading_numbers():
+    assert tr.markup_problems("**Learning goals.** You can", "**学习目标**：你能够") == []
+    assert "punctuation" in tr.markup_problems("**Learning goals.** You can", "**学习目标。**你能够")[0]
+    assert "bold" in tr.markup_problems("**Goals.** You", "学习目标：你")[0]
+    assert tr.markup_problems("1.3 A layer", "1.3 一层") == []
+    assert "number" in tr.markup_problems("1.3 A layer", "一层")[0]
+    # a translation is parsed on its own: "5. 长序列" would be a numbered list, not the chapter's title
+    assert tr.markup_problems("5. Long sequences", "5\\. 长序列") == []
+    assert "numbered list" in tr.markup_problems("5. Long sequences", "5. 长序列")[0]
+
+
+def test_verbatim_entries_are_those_without_words():
+    assert tr.verbatim("`f8187c213dd3`") and tr.verbatim("4.9 s") and tr.verbatim("$\\sqrt{d}$")
+    assert tr.verbatim("2026-12-01, Python 3.11.7, torch 2.13.0, 2 CPUs")
+    assert tr.verbatim("线性偏置注意力")
+    assert not tr.verbatim("yes") and not tr.verbatim("All 10 chapters") and not tr.verbatim("[nbval](https://x)")
+
+
+def test_an_edited_paragraph_comes_back_fuzzy_and_the_report_names_its_page(tmp_path):
+    """The maintenance loop on a small catalogue: sphinx-intl's update (what the refresh runs) keeps an edited
+    entry's old translation as a fuzzy suggestion, adds a new one untranslated, and ``tidy`` fills the entries
+    without words; the report names the page and counts them."""
+    from sphinx_intl import basic
+
+    locales, pots = tmp_path / "locales", tmp_path / "pot"
+    po = locales / "zh_CN" / "LC_MESSAGES" / "book" / "01.po"
+    _write(po, [("The lookup copies rows.", "查表复制行。"), ("Summary", "小结")])
+    _write(pots / "book" / "01.pot", [("The lookup copies whole rows.", ""), ("Summary", ""), ("12.5 s", "")], True)
+    basic.update(str(locales), str(pots), ("zh_CN",), line_width=0, ignore_obsolete=True, jobs=1)
+    assert tr.tidy(po) == 1
+    messages = {m.id: m for m in _read(po) if m.id}
+    assert messages["The lookup copies whole rows."].fuzzy
+    assert messages["The lookup copies whole rows."].string == "查表复制行。"
+    assert messages["12.5 s"].string == "12.5 s" and not messages["12.5 s"].fuzzy
+    state = tr.page_status(po, "book/01")
+    assert (state.entries, state.translated, state.fuzzy, state.untranslated) == (3, 2, 1, 0)
+    assert tr.report([state]) == (
+        "Chinese edition: 2 of 3 entries translated in 1 pages\n  book/01: 0 untranslated, 1 fuzzy (of 3)"
+    )
+
+
+def test_the_theme_catalogue_is_complete():
+    words = {m.id: m.string for m in _read(tr.CATALOGUES / "theme.po") if m.id}
+    assert words and all(words.values())
+    assert words["Search this book..."] == "搜索本书……"
