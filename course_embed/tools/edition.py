@@ -22,7 +22,7 @@ import yaml
 
 from course_embed.tools import translations
 from course_embed.tools.build import ROOT, jupyter_book_command
-from course_embed.tools.site import EDITION_FOLDER
+from course_embed.tools.site_editions import EDITION_FOLDER
 
 OVERRIDES = translations.LOCALES / translations.LANGUAGE / "_config.yml"
 

@@ -389,7 +389,7 @@ def test_launch_buttons_follow_the_repository_url(tmp_path, url):
 
 
 def test_edition_switch_links_a_page_to_itself_in_the_other_edition():
-    from course_embed.tools.site import edition_switch
+    from course_embed.tools.site_editions import edition_switch
 
     assert 'href="../zh/book/01_token_embedding.html" hreflang="zh-CN" lang="zh-CN">中文版' in edition_switch(
         "book/01_token_embedding", "en"
@@ -402,7 +402,7 @@ def test_edition_switch_links_a_page_to_itself_in_the_other_edition():
 
 
 def test_translate_theme_replaces_whole_attribute_values_and_texts_only():
-    from course_embed.tools.site import translate_theme
+    from course_embed.tools.site_editions import translate_theme
 
     words = {"Color mode": "颜色模式", "Main": "主导航", "Show code cell source": "显示代码"}
     page = (
