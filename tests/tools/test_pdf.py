@@ -29,12 +29,15 @@ def test_toc_pages_follow_the_book_order():
     assert pages == [entry for entry in toc_files() if entry not in pdf.NOT_PRINTED]
 
 
-@pytest.fixture(scope="module")
-def book_pdf(built_site):
-    assert built_site.pdf_returncode == 0, built_site.pdf_log[-3000:]
-    path = built_site.html / pdf.PDF_NAME
+def _printed(returncode: int, log: str, path) -> PdfReader:
+    assert returncode == 0, log[-3000:]
     assert path.is_file() and path.read_bytes()[:5] == b"%PDF-"
     return PdfReader(path)
+
+
+@pytest.fixture(scope="module")
+def book_pdf(built_site):
+    return _printed(built_site.pdf_returncode, built_site.pdf_log, built_site.html / pdf.PDF_NAME)
 
 
 def test_the_pdf_holds_every_chapter_in_order(book_pdf):
@@ -72,10 +75,7 @@ def test_build_pdf_refuses_a_site_that_was_not_built(tmp_path):
 
 @pytest.fixture(scope="module")
 def chinese_pdf(built_site):
-    assert built_site.zh_pdf_returncode == 0, built_site.zh_pdf_log[-3000:]
-    path = built_site.zh / pdf.PDF_NAME
-    assert path.is_file() and path.read_bytes()[:5] == b"%PDF-"
-    return PdfReader(path)
+    return _printed(built_site.zh_pdf_returncode, built_site.zh_pdf_log, built_site.zh / pdf.PDF_NAME)
 
 
 def _chinese_title(entry: str) -> str:
