@@ -20,7 +20,7 @@ from .rotary import (
     rope_parameters,
     softmax_scale,
 )
-from .runtime import deterministic, pick_device, seed_everything, setup
+from .runtime import deterministic, pick_device, seed_everything, setup, single_thread
 from .sinusoidal import (
     SinusoidalPositionalEncoding,
     inverse_frequencies,
@@ -53,6 +53,7 @@ __all__ = [
     "rope_parameters",
     "seed_everything",
     "setup",
+    "single_thread",
     "sinusoidal_table",
     "softmax_scale",
     "tie_weights",

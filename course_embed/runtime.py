@@ -1,10 +1,11 @@
-"""Where and how chapters run: device choice, seeding and deterministic settings.
+"""Where and how chapters run: device choice, seeding and deterministic settings (one thread for a fixed order of sums).
 
 Chapters call :func:`setup` once at the top so that every stored output reproduces under nbval.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 
@@ -55,3 +56,14 @@ def setup(seed: int = 0) -> torch.device:
     """Notebook preamble: deterministic settings, seeds, and the device from :func:`pick_device`."""
     deterministic(seed)
     return pick_device()
+
+
+@contextlib.contextmanager
+def single_thread():
+    """Run the block with one intra-op thread (a fixed summation order), then restore the thread count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_embed import deterministic, pick_device, seed_everything, setup
+from course_embed import deterministic, pick_device, seed_everything, setup, single_thread
 
 
 def test_pick_device_default(monkeypatch):
@@ -48,3 +48,17 @@ def test_deterministic_and_setup():
         assert torch.equal(torch.rand(4), a)
     finally:
         torch.use_deterministic_algorithms(before)
+
+
+def test_single_thread_runs_the_block_on_one_thread_and_restores_the_count():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with single_thread():
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with pytest.raises(KeyError), single_thread():
+            raise KeyError("inside")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

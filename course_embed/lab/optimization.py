@@ -15,9 +15,9 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
+from ..runtime import single_thread
 from . import bench, corpus
 from .fusion import max_abs_difference
-from .tiny_lm import single_thread
 
 
 def relative_error(approx: torch.Tensor, exact: torch.Tensor) -> dict[str, float]:

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .tiny_lm import single_thread
+from ..runtime import single_thread
 
 FUSIONS = ("add", "concat", "none")
 
