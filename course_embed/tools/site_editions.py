@@ -82,21 +82,30 @@ def edition_switch(pagename: str, language: str) -> str:
     )
 
 
+def _catalogue(srcdir: Path, locale_dirs: list[str], language: str, domain: str) -> Path | None:
+    """The ``.po`` file of ``domain`` (a page's name, or ``theme``) in the first of Sphinx's locale folders that has
+    one, or None."""
+    for folder in locale_dirs:
+        po = srcdir / folder / language / "LC_MESSAGES" / f"{domain}.po"
+        if po.is_file():
+            return po
+    return None
+
+
 def translation_line(srcdir: Path, locale_dirs: list[str], language: str, docname: str) -> str:
     """The Chinese edition's line under a page: how much of it is translated (the rest shows the English text)."""
     from course_embed.tools.translations import page_status
 
-    for folder in locale_dirs:
-        po = srcdir / folder / language / "LC_MESSAGES" / f"{docname}.po"
-        if po.is_file():
-            state = page_status(po, docname)
-            if state.done:
-                return f'<p class="translation-status">本页译文：{state.entries} 条全部译完。</p>\n'
-            return (
-                f'<p class="translation-status">本页译文：已译 {state.translated} / {state.entries} 条'
-                f"（{state.share:.0%}），未译的 {state.untranslated} 条与待更新的 {state.fuzzy} 条显示英文原文。</p>\n"
-            )
-    return ""
+    po = _catalogue(srcdir, locale_dirs, language, docname)
+    if po is None:
+        return ""
+    state = page_status(po, docname)
+    if state.done:
+        return f'<p class="translation-status">本页译文：{state.entries} 条全部译完。</p>\n'
+    return (
+        f'<p class="translation-status">本页译文：已译 {state.translated} / {state.entries} 条'
+        f"（{state.share:.0%}），未译的 {state.untranslated} 条与待更新的 {state.fuzzy} 条显示英文原文。</p>\n"
+    )
 
 
 def _edition_links(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
@@ -112,14 +121,10 @@ def _edition_links(app: Sphinx, pagename: str, templatename: str, context: dict,
 
 def theme_words(srcdir: Path, locale_dirs: list[str], language: str) -> dict[str, str]:
     """The theme's words in ``language``: ``LC_MESSAGES/theme.po`` of the first locale folder that has one."""
-    from babel.messages.pofile import read_po
+    from course_embed.tools.translations import read_catalogue
 
-    for folder in locale_dirs:
-        po = srcdir / folder / language / "LC_MESSAGES" / "theme.po"
-        if po.is_file():
-            with open(po, "rb") as f:
-                return {m.id: m.string for m in read_po(f) if m.id and m.string}
-    return {}
+    po = _catalogue(srcdir, locale_dirs, language, "theme")
+    return {m.id: m.string for m in read_catalogue(po) if m.id and m.string} if po else {}
 
 
 def translate_theme(text: str, words: dict[str, str]) -> str:

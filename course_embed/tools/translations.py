@@ -29,6 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po, write_po
 
 from course_embed.tools.build import JUPYTER_BOOK
@@ -202,14 +203,17 @@ class PageStatus:
         return self.translated / self.entries if self.entries else 1.0
 
 
-def page_status(po: Path, page: str | None = None) -> PageStatus:
-    """Count the entries of the catalogue ``po`` (the header does not count)."""
+def read_catalogue(po: Path) -> Catalog:
+    """The catalogue in the file ``po``."""
     with open(po, "rb") as f:
-        catalog = read_po(f)
-    messages = [m for m in catalog if m.id]
+        return read_po(f)
+
+
+def page_status(po: Path, page: str) -> PageStatus:
+    """Count the entries of the catalogue ``po`` of ``page`` (the header does not count)."""
+    messages = [m for m in read_catalogue(po) if m.id]
     fuzzy = sum(m.fuzzy for m in messages)
     untranslated = sum(not m.fuzzy and not m.string for m in messages)
-    page = page or po.relative_to(CATALOGUES).with_suffix("").as_posix()
     return PageStatus(page, len(messages), len(messages) - fuzzy - untranslated, fuzzy, untranslated)
 
 
@@ -246,8 +250,7 @@ _FORMAT_FLAGS = {"python-format", "python-brace-format"}
 def tidy(po: Path) -> int:
     """Give every untranslated or fuzzy entry of ``po`` without words its English text, and drop babel's format
     flags; returns how many entries were filled."""
-    with open(po, "rb") as f:
-        catalog = read_po(f)
+    catalog = read_catalogue(po)
     filled, changed = 0, False
     for message in catalog:
         if not message.id:

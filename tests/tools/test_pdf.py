@@ -80,12 +80,10 @@ def chinese_pdf(built_site):
 
 def _chinese_title(entry: str) -> str:
     """The page's title in the Chinese edition: its first entry's translation."""
-    from babel.messages.pofile import read_po
-
     from course_embed.tools import translations
 
-    with open(translations.CATALOGUES / f"{entry}.po", "rb") as f:
-        first = next(m for m in read_po(f) if m.id == _plain_title(entry)[0] or m.id.startswith(_plain_title(entry)[0]))
+    catalogue = translations.read_catalogue(translations.CATALOGUES / f"{entry}.po")
+    first = next(m for m in catalogue if m.id.startswith(_plain_title(entry)[0]))
     return first.string.replace("\\.", ".")
 
 

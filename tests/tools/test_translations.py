@@ -2,16 +2,11 @@
 
 import pytest
 from babel.messages.catalog import Catalog
-from babel.messages.pofile import read_po, write_po
+from babel.messages.pofile import write_po
 
 from course_embed.tools import translations as tr
 
 from .test_notebooks import ROOT, toc_files
-
-
-def _read(po):
-    with open(po, "rb") as f:
-        return read_po(f)
 
 
 def _write(po, messages, template=False):
@@ -25,7 +20,8 @@ def _write(po, messages, template=False):
 
 @pytest.fixture(scope="module")
 def catalogues():
-    return {po.relative_to(tr.CATALOGUES).with_suffix("").as_posix(): _read(po) for po in tr.CATALOGUES.rglob("*.po")}
+    pages = tr.CATALOGUES.rglob("*.po")
+    return {po.relative_to(tr.CATALOGUES).with_suffix("").as_posix(): tr.read_catalogue(po) for po in pages}
 
 
 def test_every_page_has_a_catalogue_and_every_entry_is_translated(catalogues):
@@ -41,7 +37,7 @@ def test_the_catalogues_hold_exactly_the_english_pages_entries(tmp_path, catalog
     templates = tr.extract(ROOT, tmp_path)
     for pot in templates.rglob("*.pot"):
         page = pot.relative_to(templates).with_suffix("").as_posix()
-        english = {m.id for m in _read(pot) if m.id}
+        english = {m.id for m in tr.read_catalogue(pot) if m.id}
         assert {m.id for m in catalogues[page] if m.id} == english, (
             f"{page}: the catalogue is older than the page; run python3 -m course_embed.tools.translations"
         )
@@ -123,7 +119,7 @@ def test_an_edited_paragraph_comes_back_fuzzy_and_the_report_names_its_page(tmp_
     _write(pots / "book" / "01.pot", [("The lookup copies whole rows.", ""), ("Summary", ""), ("12.5 s", "")], True)
     basic.update(str(locales), str(pots), ("zh_CN",), line_width=0, ignore_obsolete=True, jobs=1)
     assert tr.tidy(po) == 1
-    messages = {m.id: m for m in _read(po) if m.id}
+    messages = {m.id: m for m in tr.read_catalogue(po) if m.id}
     assert messages["The lookup copies whole rows."].fuzzy
     assert messages["The lookup copies whole rows."].string == "查表复制行。"
     assert messages["12.5 s"].string == "12.5 s" and not messages["12.5 s"].fuzzy
@@ -135,6 +131,6 @@ def test_an_edited_paragraph_comes_back_fuzzy_and_the_report_names_its_page(tmp_
 
 
 def test_the_theme_catalogue_is_complete():
-    words = {m.id: m.string for m in _read(tr.CATALOGUES / "theme.po") if m.id}
+    words = {m.id: m.string for m in tr.read_catalogue(tr.CATALOGUES / "theme.po") if m.id}
     assert words and all(words.values())
     assert words["Search this book..."] == "搜索本书……"
