@@ -297,11 +297,16 @@ def test_workflow_runs_the_kernel_check_after_the_tests():
 
 def test_ci_runs_the_readme_commands_in_a_fresh_venv_outside_the_repository(tmp_path):
     """.ci/run, run with stand-in commands: a venv made with `python3 -m venv` outside the checkout, its python3
-    first on PATH for each of the README's three commands, in order."""
+    first on PATH for each of the README's three commands, in order; then the loaded run beside two busy processes,
+    which end with the script."""
     fake = tmp_path / "r"
     (fake / ".ci").mkdir(parents=True)
-    (fake / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
     log = tmp_path / "log"
+    script = (ROOT / ".ci" / "run").read_text()
+    loaded = 'loaded_run="timeout 2700 python3 -m pytest tests/tools/test_grading.py tests/tools/test_exercises.py"'
+    assert script.count(loaded) == 1, "the loaded run of the grading and exercise tests is gone from .ci/run"
+    stand_in = f'for pid in "${{busy_pids[@]}}"; do kill -0 "$pid" && echo busy "$pid"; done >> {log}'
+    (fake / ".ci" / "run").write_text(script.replace(loaded, f"loaded_run={shlex.quote(stand_in)}"))
     readme = (ROOT / "README.md").read_text()
     for marker, name in (("install command", "install"), ("test command", "test"), ("kernel check command", "check")):
         readme = readme.replace(readme_command(marker), f'echo {name} "$(command -v python3)" >> {log}', 1)
@@ -311,6 +316,12 @@ def test_ci_runs_the_readme_commands_in_a_fresh_venv_outside_the_repository(tmp_
     proc = subprocess.run(["bash", str(fake / ".ci" / "run")], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [line.split() for line in log.read_text().splitlines()]
+    busy = [int(pid) for name, pid in lines if name == "busy"]
+    assert len(busy) == 2, f"the grading and exercise tests ran again beside {len(busy)} busy processes, not 2"
+    for pid in busy:  # ended with the script
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    lines = [line for line in lines if line[0] != "busy"]
     assert [name for name, _ in lines] == ["install", "test", "check"]
     pythons = {Path(python) for _, python in lines}
     assert len(pythons) == 1, pythons
