@@ -40,13 +40,16 @@ logger = logging.getLogger(__name__)
 
 def _use_local_copies(app: Sphinx, config) -> None:
     """config-inited: point MathJax and the widget embedder at ``_vendor/`` (paths are relative to ``_static/``);
-    without a repository URL, drop the launch buttons (they would open a notebook from nowhere)."""
+    without a repository URL, drop the launch buttons (they would open a notebook from nowhere); with one, every
+    page shows the repository button too, so that a reader finds where the course lives."""
     config.mathjax_path = "../" + MATHJAX_JS
     config.nb_ipywidgets_js = {"../" + path: {} for path in WIDGET_JS}
     theme = config.html_theme_options
     if not (theme.get("repository_url") or "").strip():
         for key in ("launch_buttons", "repository_url", "repository_branch"):
             theme.pop(key, None)
+    else:
+        theme["use_repository_button"] = True
 
 
 def _vendor_assets(app: Sphinx) -> None:

@@ -48,3 +48,22 @@ def test_repository_reads_the_one_url_in_config(tmp_path):
     assert launch.repository(config) == ("", "main")
     config.write_text(f"repository:\n  url: {URL}/\n  branch: dev\n")
     assert launch.repository(config) == (URL, "dev")
+
+
+def test_a_configured_repository_gets_its_button_and_launch_buttons_on_every_page():
+    """The theme options Jupyter Book hands Sphinx (``html.use_repository_button: false``, as ``_config.yml`` has):
+    with ``repository.url`` set the repository button and the launch buttons stay, without it both go."""
+    from types import SimpleNamespace
+
+    from course_embed.tools.site import _use_local_copies
+
+    def theme(url):
+        options = {"repository_url": url, "use_repository_button": False, "launch_buttons": {"colab_url": "x"}}
+        _use_local_copies(None, SimpleNamespace(html_theme_options=options))
+        return options
+
+    configured = theme("https://github.com/owner/course_embed")
+    assert configured["use_repository_button"] is True and configured["launch_buttons"] == {"colab_url": "x"}
+    assert configured["repository_url"] == "https://github.com/owner/course_embed"
+    unset = theme("")
+    assert "launch_buttons" not in unset and "repository_url" not in unset and not unset["use_repository_button"]

@@ -1,0 +1,122 @@
+"""Every command the book gives a learner works after the README's install, as written: the introduction's
+"Running the chapters yourself" and the exercises page's "Open one". ``python3`` in a command is the running
+interpreter (the environment the README's install filled); a ``jupyter lab`` command is started as written, on
+127.0.0.1 without a browser, and must serve what it was asked to open."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from .test_notebooks import ROOT
+
+#: Where the book gives a learner commands: (page, the section's heading).
+SECTIONS = [("book/intro.ipynb", "Running the chapters yourself"), ("book/exercises.md", "Open one")]
+
+
+def _page_text(page: str) -> str:
+    path = ROOT / page
+    if path.suffix == ".ipynb":
+        nb = nbformat.read(path, as_version=4)
+        return "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    return path.read_text()
+
+
+def learner_commands(page: str, heading: str) -> list[str]:
+    """The lines of the ```bash blocks in the section ``heading`` of ``page``, comments dropped."""
+    text = _page_text(page)
+    start = text.index(f"## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end > 0 else None]
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    assert blocks, f"{page}: no bash block under '## {heading}'"
+    return [line.split("#")[0].strip() for block in blocks for line in block.splitlines() if line.split("#")[0].strip()]
+
+
+COMMANDS = [(page, command) for page, heading in SECTIONS for command in learner_commands(page, heading)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def jupyter_lab(argv: list[str], tmp_path: Path, timeout: float = 300):
+    """Start ``argv`` (a ``jupyter lab`` command with the running interpreter) on 127.0.0.1 without a browser or a
+    token; yield its base URL once it answers. The server is stopped whatever happens."""
+    port = _free_port()
+    flags = [f"--port={port}", "--ip=127.0.0.1", "--no-browser", "--IdentityProvider.token=", "--ServerApp.password="]
+    if os.geteuid() == 0:  # CI runs as root, which JupyterLab refuses without this; a learner is no root
+        flags.append("--allow-root")
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    log = (tmp_path / "jupyter_lab.log").open("w")
+    server = subprocess.Popen(argv + flags, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert server.poll() is None, f"{shlex.join(argv)} exited: {(tmp_path / 'jupyter_lab.log').read_text()}"
+            try:
+                with urllib.request.urlopen(f"{base}/api/status", timeout=10) as reply:
+                    json.load(reply)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"{shlex.join(argv)} did not answer on {base}"
+                time.sleep(0.5)
+        yield base
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def test_the_book_gives_the_learner_commands_to_install_and_open():
+    commands = [command for _, command in COMMANDS]
+    assert "python3 -m pip install -r requirements.txt" in commands
+    assert any(command.startswith("python3 -m jupyter lab ") for command in commands)
+    pins = (ROOT / "requirements.txt").read_text()
+    assert re.search(r"^jupyterlab==\S+", pins, flags=re.M), "requirements.txt must pin JupyterLab"
+
+
+@pytest.mark.parametrize("page, command", COMMANDS, ids=[f"{p}: {c}" for p, c in COMMANDS])
+def test_each_learner_command_works_as_written(page, command, tmp_path):
+    argv = shlex.split(command)
+    assert argv[0] == "python3", f"{page}: {command!r} must run with the environment's python3"
+    argv[0] = sys.executable
+    if argv[1:3] == ["-m", "pip"]:  # the README's install runs it (scripts/install.sh): check it, not repeat it
+        assert argv[3:] == ["install", "-r", "requirements.txt"], f"{page}: {command!r} is not the README's install"
+        assert "-m pip install --quiet -r requirements.txt" in (ROOT / "scripts" / "install.sh").read_text()
+        return
+    assert argv[1:4] == ["-m", "jupyter", "lab"], f"{page}: {command!r} is neither the install nor JupyterLab"
+    (target,) = argv[4:]
+    assert (ROOT / target).exists(), f"{page}: {command!r} opens {target}, which does not exist"
+    # `jupyter lab` serves the folder it is given, or the folder of the notebook it is given, and opens the notebook.
+    path = "" if (ROOT / target).is_dir() else Path(target).name
+    with jupyter_lab(argv, tmp_path) as base:
+        with urllib.request.urlopen(f"{base}/api/contents/{path}", timeout=60) as reply:
+            served = json.load(reply)
+        if path:
+            assert served["type"] == "notebook" and served["content"]["cells"], served["type"]
+        else:
+            names = {item["name"] for item in served["content"]}
+            assert {p.name for p in (ROOT / target).glob("*.ipynb")} <= names, names
+        with urllib.request.urlopen(f"{base}/lab", timeout=60) as reply:
+            assert "JupyterLab" in reply.read().decode()
