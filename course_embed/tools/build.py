@@ -12,7 +12,8 @@ runs, each step only if the ones before it succeeded (FOLDER defaults to the rep
 3. ``course_embed.tools.pdf``: ``_build/html/transformer-input-layers.pdf`` and
    ``_build/html/zh/transformer-input-layers.pdf``.
 
-The exit status is the first failure's. ``steps`` gives the same commands to the tests.
+Each step says on stderr when it starts and how long it took (``course_embed.tools.progress``). The exit status
+is the first failure's. ``steps`` gives the same commands to the tests.
 """
 
 from __future__ import annotations
@@ -22,10 +23,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .progress import Steps
+
 ROOT = Path(__file__).resolve().parents[2]
 # jupyter_book has no ``__main__``: its console script ``jupyter-book`` calls this function.
 JUPYTER_BOOK = [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())"]
 ZH_CONFIG = ROOT / "locales" / "zh_CN" / "_config.yml"
+#: What each step does, as its progress line says it.
+DOING = {
+    "html": "building the English site (jupyter-book build -W -n --keep-going)",
+    "html-zh": "building the Chinese edition",
+    "pdf": "printing the English edition to PDF",
+    "pdf-zh": "printing the Chinese edition to PDF",
+}
 
 
 def jupyter_book_command(root: Path, path_output: Path | None = None) -> list[str]:
@@ -58,10 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-pdf", action="store_true", help="build the HTML only")
     args = parser.parse_args(argv)
-    for _, command in steps(ROOT, args.path_output, pdf=not args.no_pdf):
-        code = subprocess.run(command).returncode
-        if code != 0:
-            return code
+    plan = steps(ROOT, args.path_output, pdf=not args.no_pdf)
+    progress = Steps(len(plan))
+    try:
+        for name, command in plan:
+            with progress.step(name, DOING[name]):
+                subprocess.run(command, check=True)
+    except subprocess.CalledProcessError as failed:
+        return failed.returncode
     return 0
 
 

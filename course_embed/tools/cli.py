@@ -19,16 +19,20 @@ from pathlib import Path
 
 def _execute(args: argparse.Namespace) -> int:
     from .notebooks import execute_notebook
+    from .progress import Steps
 
     paths = [Path(p) for p in args.notebooks] or sorted(Path("book").glob("*.ipynb"))
     if not paths:
         print("no notebooks given and none found in book/; run from the project root", file=sys.stderr)
         return 2
+    missing = [path for path in paths if not path.is_file()]
+    if missing:
+        print(f"{missing[0]}: no such notebook", file=sys.stderr)
+        return 2
+    steps = Steps(len(paths))
     for path in paths:
-        if not path.is_file():
-            print(f"{path}: no such notebook", file=sys.stderr)
-            return 2
-        seconds = execute_notebook(path, timeout=args.timeout)
+        with steps.step(str(path), "executing"):
+            seconds = execute_notebook(path, timeout=args.timeout)
         print(f"{path}: executed in {seconds:.1f} s")
     return 0
 

@@ -18,10 +18,12 @@ import argparse
 import io
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import yaml
 
 from course_embed.tools import browser
+from course_embed.tools.progress import Steps
 
 ROOT = Path(__file__).resolve().parents[2]
 PDF_NAME = "transformer-input-layers.pdf"
@@ -65,11 +67,16 @@ def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
 
 
 def build_pdf(
-    html: Path, pages: list[str] | None = None, out: Path | None = None, book_title: str | None = None
+    html: Path,
+    pages: list[str] | None = None,
+    out: Path | None = None,
+    book_title: str | None = None,
+    log: TextIO | None = None,
 ) -> Path:
     """Print ``pages`` (default: ``toc_pages()``) of the site in ``html`` and merge them into ``out``.
 
-    ``book_title`` (default: the book's, from ``_config.yml``) is the PDF's title. Returns the PDF's path (default
+    ``book_title`` (default: the book's, from ``_config.yml``) is the PDF's title; each page's progress line goes
+    to ``log`` (default: stderr). Returns the PDF's path (default
     ``html / PDF_NAME``). Raises ``RuntimeError`` naming a page that is missing or
     that loads something from another host (the PDF is built offline), and ``browser.BrowserNotFound``.
     """
@@ -89,21 +96,23 @@ def build_pdf(
     with browser.serve(html) as site, sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(executable), args=browser.ARGS)
         context = chromium.new_context(viewport={"width": 1280, "height": 900})
+        progress = Steps(len(pages), out=log)
         for path in pages:
-            blocked: list[str] = []
-            page = context.new_page()
-            page.route("**/*", browser.offline(site, blocked))
-            page.goto(f"{site}{path}.html", wait_until="load", timeout=WAIT_MS)
-            title = page.evaluate(READY)
-            data = page.pdf(
-                format="A4",
-                print_background=True,
-                margin={"top": "15mm", "bottom": "15mm", "left": "12mm", "right": "12mm"},
-            )
-            page.close()
-            if blocked:
-                raise RuntimeError(f"{path}.html loads {blocked[0]} from another host; the PDF is built offline")
-            writer.append(PdfReader(io.BytesIO(data)), outline_item=title)
+            with progress.step(path, f"printing {path}.html"):
+                blocked: list[str] = []
+                page = context.new_page()
+                page.route("**/*", browser.offline(site, blocked))
+                page.goto(f"{site}{path}.html", wait_until="load", timeout=WAIT_MS)
+                title = page.evaluate(READY)
+                data = page.pdf(
+                    format="A4",
+                    print_background=True,
+                    margin={"top": "15mm", "bottom": "15mm", "left": "12mm", "right": "12mm"},
+                )
+                page.close()
+                if blocked:
+                    raise RuntimeError(f"{path}.html loads {blocked[0]} from another host; the PDF is built offline")
+                writer.append(PdfReader(io.BytesIO(data)), outline_item=title)
         chromium.close()
     writer.add_metadata(
         {"/Title": book_title if book_title is not None else _book_title(), "/Creator": "course_embed.tools.pdf"}

@@ -27,6 +27,8 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from .progress import Steps
+
 STATUS_JSON = Path("book") / "status.json"
 STATUS_PAGE = Path("book") / "status.md"
 
@@ -187,7 +189,8 @@ def update(root: str | Path, notebooks: list[str | Path] | None = None, timeout:
     """Measure ``notebooks`` (default: every chapter in the table of contents), merge them into
     ``root/book/status.json`` (dropping chapters no longer in the table of contents) and rewrite the page.
 
-    ``progress``, if given, is called with (path, record) after each chapter. Returns the records written.
+    Each chapter says on stderr when its measurement starts and how long it took; ``progress``, if given, is called
+    with (path, record) after each chapter. Returns the records written.
     Raises ``ValueError`` for a notebook that is not a chapter in ``_toc.yml``.
     """
     root = Path(root)
@@ -205,9 +208,10 @@ def update(root: str | Path, notebooks: list[str | Path] | None = None, timeout:
             )
     json_path = root / STATUS_JSON
     old = json.loads(json_path.read_text()) if json_path.is_file() else {}
-    measured = {}
+    measured, steps = {}, Steps(len(wanted))
     for path in wanted:
-        measured[path] = measure(root / path, root, timeout=timeout)
+        with steps.step(path, "running it under strict nbval on CPU"):
+            measured[path] = measure(root / path, root, timeout=timeout)
         if progress:
             progress(path, measured[path])
     records = {path: measured.get(path, old.get(path)) for path in chapters if path in measured or path in old}
