@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -55,16 +56,16 @@ def _free_port() -> int:
 
 
 @contextmanager
-def jupyter_lab(argv: list[str], tmp_path: Path, timeout: float = 300):
-    """Start ``argv`` (a ``jupyter lab`` command with the running interpreter) on 127.0.0.1 without a browser or a
-    token; yield its base URL once it answers. The server is stopped whatever happens."""
+def jupyter_lab(argv: list[str], tmp_path: Path, timeout: float = 300, cwd: Path = ROOT):
+    """Start ``argv`` (a ``jupyter lab`` command with the running interpreter) in ``cwd`` on 127.0.0.1 without a
+    browser or a token; yield its base URL once it answers. The server is stopped whatever happens."""
     port = _free_port()
     flags = [f"--port={port}", "--ip=127.0.0.1", "--no-browser", "--IdentityProvider.token=", "--ServerApp.password="]
     if os.geteuid() == 0:  # CI runs as root, which JupyterLab refuses without this; a learner is no root
         flags.append("--allow-root")
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     log = (tmp_path / "jupyter_lab.log").open("w")
-    server = subprocess.Popen(argv + flags, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    server = subprocess.Popen(argv + flags, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -120,3 +121,41 @@ def test_each_learner_command_works_as_written(page, command, tmp_path):
             assert {p.name for p in (ROOT / target).glob("*.ipynb")} <= names, names
         with urllib.request.urlopen(f"{base}/lab", timeout=60) as reply:
             assert "JupyterLab" in reply.read().decode()
+
+
+def test_a_learner_runs_an_exercise_in_jupyterlab_and_sees_the_checks_feedback(tmp_path):
+    """The exercises page's workflow in a real browser: JupyterLab (from the running interpreter) opens a student
+    notebook, Run > Run All Cells runs it, and under each check cell the grader's feedback is rendered (the answers
+    are still ``...``, so each check says it failed and why)."""
+    from playwright.sync_api import sync_playwright
+
+    from course_embed.tools import browser
+    from course_embed.tools.grading import load_suite
+
+    work = tmp_path / "exercises"  # a copy: running all cells writes the export zip next to the notebook
+    shutil.copytree(ROOT / "exercises", work, ignore=shutil.ignore_patterns("source", "*.zip", ".ipynb_checkpoints"))
+    name = "01_token_embedding.ipynb"
+    argv = [sys.executable, "-m", "jupyter", "lab", name]
+    with jupyter_lab(argv, tmp_path, cwd=work) as base, sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(browser.find_browser()), args=browser.ARGS)
+        try:
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{base}/lab/tree/{name}", timeout=180_000)
+            cells = "document.querySelectorAll('.jp-Notebook .jp-CodeCell').length"
+            page.wait_for_function(f"{cells} > 5", timeout=180_000)  # the notebook, not its placeholder
+            page.get_by_text("| Idle").first.wait_for(timeout=180_000)  # the kernel started (status bar)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            for question in ("q1", "q2", "q3"):
+                check = page.locator(".jp-InputArea", has_text=f'grader.check("{question}")')
+                cell = page.locator(".jp-CodeCell", has=check)
+                assert cell.count() == 1, f"{name}: {cell.count()} cells run grader.check({question!r})"
+                feedback = cell.locator(".jp-OutputArea-output", has_text=f"{question} results")
+                feedback.wait_for(timeout=300_000)
+                text = feedback.inner_text()
+                # under the check cell: the failure, and a sentence naming the question's answer and why
+                tests = load_suite(ROOT / "exercises", Path(name).stem).tests
+                answers = {a for t in tests if t.question == question for a in t.answers}
+                assert "Test case failed" in text and any(a in text for a in answers), (answers, text)
+        finally:
+            chromium.close()
