@@ -1,7 +1,9 @@
 """Every command the book gives a learner works after the README's install, as written: the introduction's
 "Running the chapters yourself" and the exercises page's "Open one". ``python3`` in a command is the running
 interpreter (the environment the README's install filled); a ``jupyter lab`` command is started as written, on
-127.0.0.1 without a browser, and must serve what it was asked to open."""
+127.0.0.1 without a browser, and must serve what it was asked to open. Then the workflow itself, in Chromium
+(Playwright on the system's browser, as the site's tests): an exercise run with its checks' feedback, and chapter 3's
+explorer redrawn when a slider moves."""
 
 from __future__ import annotations
 
@@ -157,5 +159,42 @@ def test_a_learner_runs_an_exercise_in_jupyterlab_and_sees_the_checks_feedback(t
                 tests = load_suite(ROOT / "exercises", Path(name).stem).tests
                 answers = {a for t in tests if t.question == question for a in t.answers}
                 assert "Test case failed" in text and any(a in text for a in answers), (answers, text)
+        finally:
+            chromium.close()
+
+
+def test_chapter_3s_explorer_renders_in_jupyterlab_and_redraws_when_a_slider_moves(tmp_path):
+    """The introduction's workflow on the chapter with a widget: Run All Cells in JupyterLab renders the explorer's
+    sliders and figure, and moving a slider (its handle, by keyboard) draws a new figure."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from course_embed.tools import browser
+
+    work = tmp_path / "book"  # a copy: a learner's run may write next to the chapter
+    shutil.copytree(ROOT / "book", work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    name = "03_sinusoidal.ipynb"
+    argv = [sys.executable, "-m", "jupyter", "lab", name]
+    with jupyter_lab(argv, tmp_path, cwd=work) as base, sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(browser.find_browser()), args=browser.ARGS)
+        try:
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{base}/lab/tree/{name}", timeout=180_000)
+            cells = "document.querySelectorAll('.jp-Notebook .jp-CodeCell').length"
+            page.wait_for_function(f"{cells} > 5", timeout=180_000)
+            page.get_by_text("| Idle").first.wait_for(timeout=180_000)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            handle = page.locator(".widget-slider .noUi-handle").first
+            handle.wait_for(state="attached", timeout=300_000)
+            output = page.locator(".jp-OutputArea-output", has=page.locator(".widget-slider")).first
+            figure = output.locator("img").first
+            figure.wait_for(timeout=180_000)
+            drawn, readout = figure.get_attribute("src"), output.locator(".widget-readout").first.inner_text()
+            handle.scroll_into_view_if_needed()
+            handle.focus()
+            for _ in range(3):
+                page.keyboard.press("ArrowRight")
+            expect(output.locator(".widget-readout").first).not_to_have_text(readout, timeout=60_000)
+            expect(output.locator("img").first).not_to_have_attribute("src", drawn, timeout=180_000)
         finally:
             chromium.close()
