@@ -288,9 +288,12 @@ def test_results_json_follows_gradescope():
     data = results_json(results, "q3's answer cell: RuntimeError: x", 3.21)
     assert data["score"] == 1.0 and data["execution_time"] == 3.2 and "RuntimeError" in data["output"]
     assert data["tests"] == [
-        {"name": "q1 t1", "score": 1.0, "max_score": 1.0, "output": "passed", "visibility": "visible"},
-        {"name": "q1 t2", "score": 0.0, "max_score": 2.0, "output": "wrong", "visibility": "after_published"},
-    ]
+        {"name": "q1 t1", "score": 1.0, "max_score": 1.0, "output": "passed", "visibility": "visible",
+         "output_format": "text"},
+        {"name": "q1 t2", "score": 0.0, "max_score": 2.0, "output": "wrong", "visibility": "after_published",
+         "output_format": "text"},
+    ]  # fmt: skip
+    assert data["output_format"] == "text"
 
 
 def _interrupting_batch(tmp_path, monkeypatch, interrupt):
@@ -600,7 +603,7 @@ def test_a_folder_per_student_batch_is_graded_whole(cheat_batch):
     alice = json.loads((feedback / "alice" / "03_sinusoidal" / "results.json").read_text())
     assert alice["score"] == 9 and all(t["score"] == t["max_score"] for t in alice["tests"])
     bob = (feedback / "bob" / "03_sinusoidal" / "feedback.txt").read_text()
-    assert "score: 0 / 9" in bob and "[hidden] sinusoidal_matches_reference (1): failed:" in bob
+    assert "score: 0 / 9" in bob and "[hidden] sinusoidal_matches_reference (1): failed\n" in bob
 
 
 def test_a_time_limit_keeps_the_questions_answered_before_it(cheat_batch):

@@ -14,7 +14,8 @@ import pytest
 
 from course_embed.tools.cli import main
 from course_embed.tools.grading import compare, notebook
-from course_embed.tools.grading.compare import Question, load_suite
+from course_embed.tools.grading.compare import Question, TestResult, load_suite
+from course_embed.tools.grading.feedback import feedback_text, results_json
 from course_embed.tools.grading.gradebook import Gradebook, GradeRow, LayoutError, find_submissions, safe_name, shown
 from course_embed.tools.grading.limits import Limits, format_size
 from course_embed.tools.grading.submission import plan
@@ -226,3 +227,16 @@ def test_the_help_states_the_limits_the_grader_applies(capsys):
     page = (ROOT / "book" / "instructors.md").read_text()
     for option in re.findall(r"\[(--[a-z-]+)", text):  # every option of the usage line is on the instructors' page
         assert f"`{option}" in page, option
+
+
+def test_feedback_shows_of_the_hidden_tests_only_what_results_json_shows_before_publication():
+    results = [
+        TestResult("public_one", "q1", 0.0, 1.0, "f(2) is 3, expected 4", False),
+        TestResult("hidden_one", "q1", 0.0, 2.0, "f(24, 96, 100.0) is off: SECRET_INPUT", True),
+    ]
+    text = feedback_text("ann", "01_x", [Question("q1", 3.0, ())], results, "")
+    assert "f(2) is 3, expected 4" in text and "SECRET_INPUT" not in text
+    assert "[hidden] hidden_one (2): failed\n" in text
+    data = results_json(results, "", 1.0)
+    assert data["output_format"] == "text" and all(t["output_format"] == "text" for t in data["tests"])
+    assert [t["visibility"] for t in data["tests"]] == ["visible", "after_published"]

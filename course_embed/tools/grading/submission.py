@@ -151,7 +151,10 @@ def _why_stopped(returncode: int, notes: list[str], limits: Limits, printed: str
     if oom:
         return limits.note("memory", together=True)
     if returncode == 128 + signal.SIGXCPU:  # bwrap exits with 128 + the signal that ended its child
-        return limits.note("cpu-time")
+        return (
+            f"the sandbox exited with status {returncode}, which the CPU time limit gives (and which a notebook "
+            f"can give too): {limits.note('cpu-time')}"
+        )
     kinds = [n.split(":", 1)[1] for n in notes if n.startswith("limit:") and n.split(":", 1)[1] in limits.kinds()]
     if kinds:
         return f"as the notebook's run reported, {limits.note(kinds[-1])}"
