@@ -520,19 +520,19 @@ def graded(built_exercises, tmp_path_factory):
 def test_solution_scores_full_marks(graded, name):
     rows, book = graded[name]
     assert rows["solution"].error == ""
-    assert rows["solution"].scores == {q.name: q.points for q in book.questions}
+    assert rows["solution"].scores == {q.name: q.points for q in book.questions[name]}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_untouched_student_notebook_scores_zero(graded, name):
     rows, book = graded[name]
-    assert rows["untouched"].scores == {q.name: 0.0 for q in book.questions}
+    assert rows["untouched"].scores == {q.name: 0.0 for q in book.questions[name]}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_aliases_get_nothing_and_the_rest_full_credit(graded, name):
     rows, book = graded[name]
-    for k, q in enumerate(book.questions):
+    for k, q in enumerate(book.questions[name]):
         assert rows["partial"].scores[q.name] == (0 if k in ALIASES[name] else q.points), (q.name, rows["partial"])
 
 
