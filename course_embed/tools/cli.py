@@ -137,6 +137,7 @@ def _grade_batch(args: argparse.Namespace, limits) -> int:
 
     progress, reading = _Progress(), Running()
     try:
+        print("reading the submissions (each in a limited process of its own)", file=sys.stderr)
         try:
             found = find_submissions(args.submissions, args.layout, args.exercise, reading, args.jobs)
         except KeyboardInterrupt:
