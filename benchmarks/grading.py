@@ -42,7 +42,7 @@ def main() -> None:
         start = time.monotonic()
         book = grade_batch([Path(tmp) / "batch"], Path(tmp) / "gradebook.csv", exercise=args.exercise, jobs=args.jobs)
         wall = time.monotonic() - start
-    full = sum(r.total == book.possible for r in book.rows)
+    full = sum(r.total == book.possible(args.exercise) for r in book.rows)
     n = len(book.rows)
     print("| exercise | submissions | jobs | full marks | wall (s) | s per submission | load before | load after |")
     print("|---|---|---|---|---|---|---|---|")

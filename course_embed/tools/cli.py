@@ -14,6 +14,7 @@ import argparse
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 
@@ -77,7 +78,6 @@ def _size(option: str):
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from .grading.gradebook import find_submissions
     from .grading.limits import Limits
 
     try:
@@ -85,17 +85,16 @@ def _grade(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
-    found = find_submissions(args.submissions)
-    for skipped in found.skipped:
-        print(f"skipped {skipped}", file=sys.stderr)
     # `kill` (SIGTERM) stops the batch as Ctrl-C does; it is the way to stop a command started with SIGINT ignored
     # (a background job of a script), which Ctrl-C cannot reach
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:
-        return _grade_found(args, found, limits)
+        return _grade_batch(args, limits)
     except _Terminated:
         return 143
+    except KeyboardInterrupt:
+        return 130
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -109,39 +108,70 @@ def _terminated(signum, frame):
     raise _Terminated
 
 
-def _grade_found(args: argparse.Namespace, found, limits) -> int:
-    from tqdm import tqdm
+class _Progress:
+    """One line per graded submission on stderr: how many of how many, the student, the exercise, the score or the
+    error, and the time since the batch started (plain lines, with or without a terminal)."""
 
+    def __init__(self):
+        self.start, self.done, self.total = time.monotonic(), 0, 0
+
+    def found(self, found) -> None:
+        for skipped in found.skipped:
+            print(f"skipped {skipped}", file=sys.stderr)
+        self.total = len(found.submissions)
+        print(f"grading {self.total} submission{'s' * (self.total != 1)} ({self._elapsed()})", file=sys.stderr)
+
+    def __call__(self, row) -> None:
+        from .grading.text import bounded
+
+        self.done += 1
+        result = f"error: {bounded(row.error, 100)}" if row.error else f"{row.total:g} points"
+        exercise = row.exercise or "no exercise"
+        print(f"[{self.done}/{self.total}] {row.student} ({exercise}): {result} ({self._elapsed()})", file=sys.stderr)
+
+    def _elapsed(self) -> str:
+        return f"{time.monotonic() - self.start:.0f} s"
+
+
+def _grade_batch(args: argparse.Namespace, limits) -> int:
     from .grading import SandboxUnavailable
     from .grading.batch import Interrupted, grade_batch
+    from .grading.gradebook import find_submissions, shown
+    from .grading.submission import Running
 
-    with tqdm(
-        total=len(found.paths), unit="submission", desc="grading", file=sys.stderr, disable=None
-    ) as bar:  # disable=None: no bar when stderr is not a terminal
+    progress, reading = _Progress(), Running()
+    try:
+        print("reading the submissions (each in a limited process of its own)", file=sys.stderr)
         try:
-            book = grade_batch(
-                found,
-                args.out,
-                exercise=args.exercise,
-                root=args.root,
-                jobs=args.jobs,
-                timeout=args.timeout,
-                limits=limits,
-                feedback=args.feedback,
-                on_result=lambda row: bar.update(),
-            )
-        except (ValueError, SandboxUnavailable) as err:
-            print(err, file=sys.stderr)
-            return 2
-        except Interrupted as stop:
-            print(f"\n{stop}; gradebook: {args.out}", file=sys.stderr)
-            return 143 if isinstance(stop.__context__, _Terminated) else 130
+            found = find_submissions(args.submissions, args.layout, args.exercise, reading, args.jobs)
+        except KeyboardInterrupt:
+            reading.kill_all()  # the children reading the files
+            print("\ninterrupted while reading the submissions; nothing graded", file=sys.stderr)
+            raise
+        progress.found(found)
+        book = grade_batch(
+            found,
+            args.out,
+            exercise=args.exercise,
+            root=args.root,
+            jobs=args.jobs,
+            timeout=args.timeout,
+            limits=limits,
+            feedback=args.feedback,
+            on_result=progress,
+        )
+    except (ValueError, SandboxUnavailable) as err:
+        print(err, file=sys.stderr)
+        return 2
+    except Interrupted as stop:
+        print(f"\n{stop}; gradebook: {args.out}", file=sys.stderr)
+        return 143 if isinstance(stop.__context__, _Terminated) else 130
     print(book.summary())
     print(f"gradebook: {args.out}")
     if not book.rows:
         print(
-            f"no submissions found in {', '.join(args.submissions)} (a notebook .ipynb or an exported .zip, "
-            f"at any depth)",
+            f"no submissions found in {', '.join(map(shown, args.submissions))} (a notebook .ipynb or "
+            f"an exported .zip, at any depth)",
             file=sys.stderr,
         )
         return 1
@@ -186,6 +216,109 @@ def _translations(args: argparse.Namespace) -> int:
     return main(["--check"] if args.check else [])
 
 
+def _grade_options(sub) -> None:
+    """``course-embed grade``: its help states the limits the grader applies, from the code that applies them."""
+    from .grading.compare import CHECK_MEMORY, CHECK_SECONDS
+    from .grading.limits import Limits, format_size
+
+    default = Limits()
+    gr = sub.add_parser(
+        "grade",
+        help="grade submissions, each in a bubblewrap sandbox, into a gradebook CSV",
+        description="Grade submissions into a gradebook CSV, one row per (student, exercise), and feedback per "
+        "student. Each submission runs in a bubblewrap sandbox; its outputs are checked outside it, in a process "
+        f"of their own limited to {CHECK_SECONDS} s of CPU time and {format_size(CHECK_MEMORY)} of memory. Run it "
+        "from the instructor's copy of the course (with exercises/source/), or name that folder with --root.",
+    )
+    gr.add_argument(
+        "submissions",
+        nargs="+",
+        help="notebooks, exported zips, or folders of them: a folder of student folders, student folders "
+        "(subs/*), or both (see --layout)",
+    )
+    gr.add_argument(
+        "--layout",
+        choices=("auto", "students", "student"),
+        default="auto",
+        help="who handed in the files in a folder given: 'students': it holds one folder per student (any depth "
+        "inside each); 'student': it is one student's; 'auto' (default): one student's when it has notebooks at "
+        "its top, else one folder per student, and a refusal naming the files where that is ambiguous",
+    )
+    gr.add_argument("--out", default="gradebook.csv", help="gradebook CSV to write (default: gradebook.csv)")
+    gr.add_argument(
+        "--feedback",
+        help="folder for each student's <exercise>/results.json and feedback.txt (default: <out>-feedback next to "
+        "the gradebook)",
+    )
+    gr.add_argument(
+        "--exercise",
+        help="grade only this exercise, e.g. 01_token_embedding (default: each notebook for the exercise it was "
+        "made for)",
+    )
+    gr.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel (default 2)")
+    gr.add_argument(
+        "--timeout", type=float, default=300, help="wall-clock seconds allowed per submission's sandbox (default 300)"
+    )
+    limits = gr.add_argument_group(
+        "resource limits of each sandbox",
+        "A submission stopped at one is graded like one that timed out: the questions it checked before count, and "
+        "its error column names the limit, its value and the option to raise. Sizes: 4G, 512M, 100K or bytes. "
+        "Every limit holds when grading as root too: the submission then runs as an unprivileged user id of its "
+        "own, never as root.",
+    )
+    limits.add_argument(
+        "--memory",
+        type=_size("--memory"),
+        default=default.memory,
+        metavar="SIZE",
+        help=f"address space of each process (RLIMIT_AS), and of all together where a memory cgroup can be made "
+        f"(default {_short(default.memory)}; a solution peaks at 0.82G)",
+    )
+    limits.add_argument(
+        "--file-size",
+        type=_size("--file-size"),
+        default=default.file_size,
+        metavar="SIZE",
+        help=f"largest file a process may write (RLIMIT_FSIZE; default {_short(default.file_size)})",
+    )
+    limits.add_argument(
+        "--disk",
+        type=_size("--disk"),
+        default=default.disk,
+        metavar="SIZE",
+        help="size of each writable folder (/work, /tmp, /dev/shm: tmpfs in memory) and of the sandbox's files on "
+        f"this disk, its outputs and what it prints (default {_short(default.disk)})",
+    )
+    limits.add_argument(
+        "--processes",
+        type=int,
+        default=default.processes,
+        metavar="N",
+        help=f"processes and threads in the sandbox (RLIMIT_NPROC; default {default.processes})",
+    )
+    limits.add_argument(
+        "--cpu-time",
+        type=int,
+        default=default.cpu_time,
+        metavar="SECONDS",
+        help=f"CPU seconds of each process, a backstop to --timeout (RLIMIT_CPU; default {default.cpu_time})",
+    )
+    gr.add_argument(
+        "--root",
+        default="exercises",
+        help="the instructor's exercises folder, with checks/ and source/ (default: exercises, from the course's "
+        "root folder; give it when grading from elsewhere)",
+    )
+    gr.set_defaults(func=_grade)
+
+
+def _short(nbytes: int) -> str:
+    """A size as the options take it: ``4G``, ``512M``."""
+    from .grading.limits import format_size
+
+    return format_size(nbytes).replace(" ", "").replace("iB", "")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course-embed", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -199,68 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--run-tests", action="store_true", help="also run the public tests against the solutions")
     ex.add_argument("--root", default="exercises", help="the exercises folder (default: exercises)")
     ex.set_defaults(func=_exercises)
-    gr = sub.add_parser("grade", help="grade submissions, each in a bubblewrap sandbox, into a gradebook CSV")
-    gr.add_argument(
-        "submissions",
-        nargs="+",
-        help="notebooks, exported zips, or folders of them (any depth; one folder per student)",
-    )
-    gr.add_argument("--out", default="gradebook.csv", help="gradebook CSV to write (default: gradebook.csv)")
-    gr.add_argument(
-        "--feedback",
-        help="folder for each student's results.json and feedback.txt (default: <out>-feedback next to the gradebook)",
-    )
-    gr.add_argument("--exercise", help="exercise name, e.g. 01_token_embedding (default: from the notebooks)")
-    gr.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel (default 2)")
-    gr.add_argument("--timeout", type=float, default=300, help="seconds allowed per submission (default 300)")
-    limits = gr.add_argument_group(
-        "resource limits of each sandbox",
-        "A submission stopped at one is graded like one that timed out: the questions it checked before count, and "
-        "its error column names the limit, its value and the option to raise. Sizes: 4G, 512M, 100K or bytes. The "
-        "process limit is not enforced when grading as root (the kernel exempts user id 0).",
-    )
-    limits.add_argument(
-        "--memory",
-        type=_size("--memory"),
-        default=4 * 2**30,
-        metavar="SIZE",
-        help="address space of each process (RLIMIT_AS; default 4G; a solution peaks at 0.82G)",
-    )
-    limits.add_argument(
-        "--file-size",
-        type=_size("--file-size"),
-        default=256 * 2**20,
-        metavar="SIZE",
-        help="largest file a process may write (RLIMIT_FSIZE; default 256M)",
-    )
-    limits.add_argument(
-        "--disk",
-        type=_size("--disk"),
-        default=512 * 2**20,
-        metavar="SIZE",
-        help="size of each writable folder (/work, /tmp, /dev/shm: tmpfs in memory) and of the sandbox's files on "
-        "this disk, its outputs and what it prints (default 512M)",
-    )
-    limits.add_argument(
-        "--processes",
-        type=int,
-        default=64,
-        metavar="N",
-        help="processes and threads in the sandbox (RLIMIT_NPROC; default 64)",
-    )
-    limits.add_argument(
-        "--cpu-time",
-        type=int,
-        default=600,
-        metavar="SECONDS",
-        help="CPU seconds of each process, a backstop to --timeout (default 600)",
-    )
-    gr.add_argument(
-        "--root",
-        default="exercises",
-        help="the instructor's exercises folder, with checks/ and source/ (default: exercises)",
-    )
-    gr.set_defaults(func=_grade)
+    _grade_options(sub)
     rel = sub.add_parser("release", help="copy the course for learners without solutions or hidden tests")
     rel.add_argument("out", help="folder to create (must not exist)")
     rel.set_defaults(func=_release)

@@ -31,7 +31,7 @@ import torch
 from nbformat.v4 import new_code_cell, new_notebook
 
 from course_embed.tools.cli import main
-from course_embed.tools.grading import batch, compare, confine, probe, sandbox, submission
+from course_embed.tools.grading import batch, compare, confine, notebook, probe, sandbox, submission
 from course_embed.tools.grading.compare import Question, TestResult, load_suite, read_output, strip_checks
 from course_embed.tools.grading.feedback import results_json
 from course_embed.tools.grading.gradebook import Gradebook, GradeRow, find_submissions, safe_name
@@ -40,7 +40,7 @@ from course_embed.tools.grading.release import make_release
 from course_embed.tools.grading.restore import restore
 from course_embed.tools.grading.submission import plan, read_submission
 
-from .grading_cases import ALIASES, NAMES, ROOT, solution_answers, with_answers
+from .grading_cases import ALIASES, NAMES, ROOT, exercise_notebook, solution_answers, with_answers
 from .grading_cases.cheats import LIMIT_OPTIONS, SURVIVOR_TOKEN, build_batch, loop_notebook
 from .grading_cases.hostile import build_mixed_batch
 
@@ -229,12 +229,16 @@ def test_submissions_are_found_per_student_at_any_depth_and_the_latest_wins(tmp_
     ]
     for name in files:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("{}")
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(tmp_path / name, "w") as zf:
+                zf.writestr("03_sinusoidal.ipynb", exercise_notebook("03_sinusoidal"))
+        else:
+            (tmp_path / name).write_text(exercise_notebook("03_sinusoidal"))
     os.utime(tmp_path / "carol/03_sinusoidal.ipynb", (1_700_000_000, 1_700_000_000))  # handed in before the zip
-    found = find_submissions([tmp_path])
-    assert {found.students[p]: str(p.relative_to(tmp_path)) for p in found.paths} == {
+    found = find_submissions([tmp_path], layout="students")
+    assert {s.student: str(s.path.relative_to(tmp_path)) for s in found.submissions} == {
         "alice": "alice/03.ipynb",
-        "groups/week3/bob": "groups/week3/bob/03.ipynb",
+        "groups": "groups/week3/bob/03.ipynb",  # a folder inside a student's folder is still theirs
         "top.ipynb": "top.ipynb",
         "carol": "carol/03_sinusoidal_2099_01_01T00_00_00_000000.zip",
     }
@@ -248,8 +252,7 @@ def test_gradebook_is_written_atomically_and_readable_by_others(tmp_path, monkey
 
     assign = importlib.import_module("course_embed.tools.grading.assign")
     book = Gradebook(
-        "01_x",
-        [Question("q1", 2.0, ("f",)), Question("q2", 1.5, ("g",))],
+        {"01_x": [Question("q1", 2.0, ("f",)), Question("q2", 1.5, ("g",))]},
         [
             GradeRow("ann", "a.ipynb", "01_x", {"q1": 2.0, "q2": 0.5}, "", "2026-01-01T00:00:00Z", "t1"),
             GradeRow("ben", "b.ipynb", "01_x", {"q1": 0.0, "q2": 0.0}, 'q1: "quoted"'),
@@ -285,9 +288,12 @@ def test_results_json_follows_gradescope():
     data = results_json(results, "q3's answer cell: RuntimeError: x", 3.21)
     assert data["score"] == 1.0 and data["execution_time"] == 3.2 and "RuntimeError" in data["output"]
     assert data["tests"] == [
-        {"name": "q1 t1", "score": 1.0, "max_score": 1.0, "output": "passed", "visibility": "visible"},
-        {"name": "q1 t2", "score": 0.0, "max_score": 2.0, "output": "wrong", "visibility": "after_published"},
-    ]
+        {"name": "q1 t1", "score": 1.0, "max_score": 1.0, "output": "passed", "visibility": "visible",
+         "output_format": "text"},
+        {"name": "q1 t2", "score": 0.0, "max_score": 2.0, "output": "wrong", "visibility": "after_published",
+         "output_format": "text"},
+    ]  # fmt: skip
+    assert data["output_format"] == "text"
 
 
 def _interrupting_batch(tmp_path, monkeypatch, interrupt):
@@ -295,7 +301,8 @@ def _interrupting_batch(tmp_path, monkeypatch, interrupt):
     it runs; returns the paths, the names started and the sleepers."""
     started, sleepers = [], []
 
-    def fake_grade(path, student, suite, feedback, timeout, running, limits):
+    def fake_grade(submission, suite, feedback, timeout, running, limits):
+        path, student = submission.path, submission.student
         started.append(path.name)
         if path.name == "s0.ipynb":
             return GradeRow(student, str(path), suite.exercise, {q.name: 1.0 for q in suite.questions})
@@ -513,19 +520,19 @@ def graded(built_exercises, tmp_path_factory):
 def test_solution_scores_full_marks(graded, name):
     rows, book = graded[name]
     assert rows["solution"].error == ""
-    assert rows["solution"].scores == {q.name: q.points for q in book.questions}
+    assert rows["solution"].scores == {q.name: q.points for q in book.questions[name]}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_untouched_student_notebook_scores_zero(graded, name):
     rows, book = graded[name]
-    assert rows["untouched"].scores == {q.name: 0.0 for q in book.questions}
+    assert rows["untouched"].scores == {q.name: 0.0 for q in book.questions[name]}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_aliases_get_nothing_and_the_rest_full_credit(graded, name):
     rows, book = graded[name]
-    for k, q in enumerate(book.questions):
+    for k, q in enumerate(book.questions[name]):
         assert rows["partial"].scores[q.name] == (0 if k in ALIASES[name] else q.points), (q.name, rows["partial"])
 
 
@@ -588,15 +595,15 @@ def test_a_folder_per_student_batch_is_graded_whole(cheat_batch):
     rows = list(csv.DictReader(cheat_batch["out"].open()))
     students = [r["student"] for r in rows]
     assert len(rows) == len(cheat_batch["cases"]) and len(set(students)) == len(students)
-    assert {"alice", "bob", "groups/week3/carol", "dave"} <= set(students)  # carol sits two folders down
+    assert {"alice", "bob", "groups", "dave"} <= set(students)  # the folder given holds one folder per student
     dave = next(r for r in rows if r["student"] == "dave")
     assert dave["submission"].endswith(".zip") and dave["total"] == "9"  # his later submission won
     assert all(r["submitted"] and r["graded_at"] for r in rows)
     feedback = cheat_batch["folder"] / "gradebook-feedback"
-    alice = json.loads((feedback / "alice" / "results.json").read_text())
+    alice = json.loads((feedback / "alice" / "03_sinusoidal" / "results.json").read_text())
     assert alice["score"] == 9 and all(t["score"] == t["max_score"] for t in alice["tests"])
-    bob = (feedback / "bob" / "feedback.txt").read_text()
-    assert "score: 0 / 9" in bob and "[hidden] sinusoidal_matches_reference (1): failed:" in bob
+    bob = (feedback / "bob" / "03_sinusoidal" / "feedback.txt").read_text()
+    assert "score: 0 / 9" in bob and "[hidden] sinusoidal_matches_reference (1): failed\n" in bob
 
 
 def test_a_time_limit_keeps_the_questions_answered_before_it(cheat_batch):
@@ -775,7 +782,7 @@ def test_malformed_files_get_a_row_not_an_exception(tmp_path):
         (tmp_path / name).write_text(text)
     assert read_submission(tmp_path / "digits.ipynb")[1].startswith("not a notebook")
     assert read_submission(tmp_path / "deep.ipynb")[1].startswith("not a notebook")
-    assert submission.notebook_exercise(read_submission(tmp_path / "otter.ipynb")[0]) is None
+    assert notebook.notebook_exercise(read_submission(tmp_path / "otter.ipynb")[0]) is None
     assert "not JSON objects" in read_submission(tmp_path / "cells.ipynb")[1]
     with zipfile.ZipFile(tmp_path / "method.zip", "w") as zf:
         zf.writestr("a.ipynb", "{}")
@@ -784,7 +791,7 @@ def test_malformed_files_get_a_row_not_an_exception(tmp_path):
         data[data.index(header) + at] = 99
     (tmp_path / "method.zip").write_bytes(bytes(data))
     with zipfile.ZipFile(tmp_path / "big.zip", "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("a.ipynb", b" " * (submission.MAX_SUBMISSION_BYTES + 1))
+        zf.writestr("a.ipynb", b" " * (notebook.MAX_SUBMISSION_BYTES + 1))
     with zipfile.ZipFile(tmp_path / "link.zip", "w") as zf:
         info = zipfile.ZipInfo("a.ipynb")
         info.external_attr = (stat.S_IFLNK | 0o777) << 16
@@ -796,7 +803,7 @@ def test_malformed_files_get_a_row_not_an_exception(tmp_path):
     os.mkfifo(tmp_path / "fifo.ipynb")
     assert "not a regular file" in read_submission(tmp_path / "fifo.ipynb")[1]
     found = find_submissions([tmp_path / "x_2026_13_45T99_99_99_000000.ipynb"])  # an impossible stamp: just a name
-    assert found.students == {tmp_path / "x_2026_13_45T99_99_99_000000.ipynb": "x_2026_13_45T99_99_99_000000"}
+    assert [s.student for s in found.submissions] == ["x_2026_13_45T99_99_99_000000"]
 
 
 def test_identity_and_time_come_from_folders_and_file_times(tmp_path):
@@ -809,19 +816,19 @@ def test_identity_and_time_come_from_folders_and_file_times(tmp_path):
     (tmp_path / "mallory").mkdir()
     (tmp_path / "mallory" / "03.ipynb").symlink_to(tmp_path / "bob" / "03.ipynb")
     (tmp_path / "eve").symlink_to(tmp_path / "bob", target_is_directory=True)
-    found = find_submissions([tmp_path])
-    assert sorted(found.students.values()) == ["alice", "alice_2099_01_01T00_00_00_000000.ipynb", "bob"]
-    alice = next(p for p, s in found.students.items() if s == "alice")
+    found = find_submissions([tmp_path], layout="students")
+    assert sorted(s.student for s in found.submissions) == ["alice", "alice_2099_01_01T00_00_00_000000.ipynb", "bob"]
+    alice = next(s.path for s in found.submissions if s.student == "alice")
     assert batch.submitted_at(alice) == "2023-11-14T22:13:20Z"  # the file's time, not a stamp
     skipped = "\n".join(found.skipped)
     assert "mallory/03.ipynb: a symbolic link" in skipped and "eve: a symbolic link" in skipped
     assert safe_name("alice!") != safe_name("alice") == "alice" and safe_name("a/b") != safe_name("a_b")
+    assert safe_name("alice~" + safe_name("alice!").split("~")[1]) != safe_name("alice!")  # no plain name takes it
 
 
 def test_no_submission_text_reaches_a_spreadsheet_or_terminal_unneutralised(tmp_path):
     book = Gradebook(
-        "01_x",
-        [Question("q1", 1.0, ("f",))],
+        {"01_x": [Question("q1", 1.0, ("f",))]},
         [GradeRow('=HYPERLINK("http://x")', "@a.ipynb", "01_x", {"q1": 0.0}, "-1+1\x1b[2J\u202e")],
     )
     book.write(tmp_path / "gb.csv")
@@ -863,14 +870,16 @@ def test_the_checks_of_one_submission_run_apart_with_their_own_limits(tmp_path):
             answer = _double if spec.name == "doubles" else (lambda value: lambda x: value)(kind)
             torch.save(probe.gather(spec, {"f": answer}), outs[kind] / f"{spec.name}.pt")
     with ThreadPoolExecutor(3) as pool:
-        stalled = pool.submit(compare.score_apart, suite, outs["stall"], "", None, 45)
+        stalled = pool.submit(compare.score_apart, suite, outs["stall"], "", None, 300, wall=45)
         crashed = pool.submit(compare.score_apart, suite, outs["crash"], "", None, 300)
-        honest = compare.score_apart(suite, outs["honest"], "", None, 300)
+        honest, fine = compare.score_apart(suite, outs["honest"], "", None, 300)
         assert not stalled.done()  # the honest checks did not wait for the stalled ones
-        stalled, crashed = stalled.result(), crashed.result()
-    assert [r.score for r in honest] == [2.0, 1.0]
-    assert stalled[0].score == 2.0 and "took longer than 45 s" in stalled[1].output
-    assert crashed[0].score == 2.0 and "crashed" in crashed[1].output
+        (stalled, stall), (crashed, crash) = stalled.result(), crashed.result()
+    assert [r.score for r in honest] == [2.0, 1.0] and fine == ""
+    assert stalled[0].score == 2.0 and stall == stalled[1].output == (
+        "the checks of these outputs took longer than 45 s of wall-clock time"
+    )
+    assert crashed[0].score == 2.0 and "crashed" in crashed[1].output and crash == crashed[1].output
 
 
 # --- the sandbox's confinement, as root and as an ordinary user ------------------------------------------------------

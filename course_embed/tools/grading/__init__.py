@@ -8,6 +8,7 @@
   unprivileged user id when grading as root, no nested user namespaces) and a memory cgroup where one can be made.
 * :mod:`.compare` and :mod:`.restore`: the outputs read and validated as untrusted data, and the trusted checks, run
   outside the sandbox, in a process per submission.
+* :mod:`.notebook`: a submitted file read and planned in a limited child process, never in the grader's.
 * :mod:`.submission`, :mod:`.gradebook`, :mod:`.batch`: one submission, the gradebook, a batch.
 * :mod:`.feedback`: Gradescope ``results.json`` and a readable feedback file per submission.
 * :mod:`.release`: a copy of the course for learners, without solutions or hidden tests.
@@ -17,8 +18,8 @@ Library code never prints; the ``course-embed`` command does.
 
 from .assign import EXERCISES, Assigned, Exercise, assign, find_exercises, get_exercise, is_stale, regenerate
 from .compare import Question, Suite, TestResult, load_suite
+from .notebook import ANSWER_TAG, notebook_exercise, read_submission
 from .sandbox import SandboxUnavailable, require_bwrap
-from .submission import ANSWER_TAG, notebook_exercise, read_submission
 
 __all__ = [
     "ANSWER_TAG",

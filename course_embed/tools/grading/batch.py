@@ -1,4 +1,5 @@
-"""Grading a batch: every submission in its own sandbox, two at a time, the gradebook saved after each one."""
+"""Grading a batch: one row per (student, exercise), every submission in its own sandbox, two at a time, the
+gradebook saved after each one."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from pathlib import Path
 from .assign import EXERCISES
 from .compare import Suite, load_suite
 from .feedback import write_feedback
-from .gradebook import Found, Gradebook, GradeRow, find_submissions, infer_exercise, now, safe_name, submitted_at
+from .gradebook import Found, Gradebook, GradeRow, Submission, find_submissions, now, safe_name, shown, submitted_at
 from .limits import Limits
 from .sandbox import require_bwrap
-from .submission import Running, grade_notebook, notebook_exercise, read_submission
+from .submission import Running, grade_file
 
 
 class Interrupted(Exception):
@@ -25,8 +26,7 @@ class Interrupted(Exception):
 
 
 def grade_submission(
-    path: Path,
-    student: str,
+    submission: Submission,
     suite: Suite,
     feedback: Path | None,
     timeout: float = 300.0,
@@ -34,33 +34,47 @@ def grade_submission(
     limits: Limits | None = None,
 ) -> GradeRow:
     """Grade one file; never raises for a broken submission (its row says what went wrong)."""
+    path, student = submission.path, submission.student
     row = GradeRow(
-        student, str(path), suite.exercise, {q.name: 0.0 for q in suite.questions}, submitted=submitted_at(path)
+        student, shown(path), suite.exercise, {q.name: 0.0 for q in suite.questions}, submitted=submitted_at(path)
     )
-    nb, error = read_submission(path)
-    results, seconds = [], 0.0
-    if nb is None:
-        row.error = error
-    elif (made_for := notebook_exercise(nb)) != suite.exercise:
-        row.error = (
-            f"wrong exercise: this notebook is for {made_for}, not {suite.exercise}"
-            if made_for
-            else f"not an exercise notebook: it has no otter assignment name "
-            f"(start from exercises/{suite.exercise}.ipynb)"
-        )
-    else:
-        graded = grade_notebook(nb, suite, timeout, running, limits)
-        results, seconds, row.error = graded.results, graded.seconds, graded.error
-        for r in results:
-            row.scores[r.question] += r.score
+    graded = grade_file(path, suite, timeout, running, limits)
+    row.error = graded.error
+    for r in graded.results:
+        row.scores[r.question] += r.score
     row.graded_at = now()
     if running is not None and running.stopped.is_set():
         return row  # interrupted: this row is not kept, so no feedback either
     if feedback is not None:
-        write_feedback(
-            feedback / safe_name(student), student, suite.exercise, suite.questions, results, row.error, seconds
-        )
+        folder = feedback / safe_name(student) / suite.exercise
+        write_feedback(folder, student, suite.exercise, suite.questions, graded.results, row.error, graded.seconds)
     return row
+
+
+def _ungraded(submission: Submission, error: str) -> GradeRow:
+    """The row of a submission that cannot be graded (unreadable, no exercise, no tests for its exercise)."""
+    return GradeRow(
+        submission.student,
+        shown(submission.path),
+        submission.exercise or "",
+        error=error,
+        submitted=submitted_at(submission.path),
+        graded_at=now(),
+    )
+
+
+def load_suites(root: str | Path, submissions: list[Submission]) -> tuple[dict[str, Suite], dict[str, str]]:
+    """The tests of every exercise the submissions were made for, and why an exercise has none (its rows' error).
+    ``ValueError`` when no exercise has tests: the root is wrong, not the submissions."""
+    suites, missing = {}, {}
+    for exercise in sorted({s.exercise for s in submissions if s.exercise}):
+        try:
+            suites[exercise] = load_suite(root, exercise)
+        except ValueError as err:
+            missing[exercise] = str(err)
+    if missing and not suites:
+        raise ValueError("; ".join(missing.values()))
+    return suites, missing
 
 
 def grade_batch(
@@ -68,6 +82,7 @@ def grade_batch(
     out: str | Path,
     *,
     exercise: str | None = None,
+    layout: str = "auto",
     root: str | Path = EXERCISES,
     jobs: int = 2,
     timeout: float = 300.0,
@@ -75,41 +90,76 @@ def grade_batch(
     feedback: str | Path | None = None,
     on_result: Callable[[GradeRow], None] | None = None,
 ) -> Gradebook:
-    """Grade many submissions of one exercise and write the gradebook CSV ``out``.
+    """Grade many submissions and write the gradebook CSV ``out``: one row per (student, exercise).
 
     Args:
-        submissions: notebooks, exported zips, or folders of them (searched at any depth; see
-            :func:`.gradebook.find_submissions` for students and resubmissions), or what that function found.
+        submissions: notebooks, exported zips, or folders of them (see :func:`.gradebook.find_submissions` for
+            students, ``layout`` and resubmissions), or what that function found.
         out: the CSV, rewritten atomically after every graded submission; written (header only) for an empty batch.
-        exercise: ``NN_topic``; default: the exercise most submissions were made for.
+        exercise: ``NN_topic`` to grade that exercise only (files for others are skipped and listed); default:
+            each submission for the exercise it was made for.
+        layout: who handed in a file in the folders given (``auto``, ``students``, ``student``).
         root: the instructor's exercises folder (``checks/`` and ``source/`` with the hidden tests).
         jobs: sandboxes running at the same time.
         timeout: seconds one submission may run before its sandbox is killed (answered questions still count).
         limits: memory, file size, disk, processes and CPU time of each sandbox (:class:`.limits.Limits`;
             default ``Limits()``); a submission stopped at one is graded like one stopped by ``timeout``.
-        feedback: folder for ``<student>/results.json`` and ``feedback.txt`` (default: next to ``out``).
-        on_result: called with each row as it is done (e.g. to advance a progress bar).
+        feedback: folder for ``<student>/<exercise>/results.json`` and ``feedback.txt`` (default: next to ``out``).
+        on_result: called with each row as it is done (e.g. to show progress).
 
     Raises:
-        Interrupted: on Ctrl-C, after killing the running sandboxes and saving the finished rows.
+        Interrupted: on Ctrl-C, after killing the running sandboxes and checks and saving the finished rows.
+        ValueError: no tests for any exercise the submissions were made for (``--root``), or an ambiguous layout
+            (:class:`.gradebook.LayoutError`).
     """
-    found = submissions if isinstance(submissions, Found) else find_submissions(submissions)
-    paths = found.paths
-    exercise = exercise or infer_exercise(paths)
-    suite = load_suite(root, exercise)
+    running = Running()
+    try:
+        found = (
+            submissions
+            if isinstance(submissions, Found)
+            else find_submissions(submissions, layout, exercise, running, jobs)
+        )
+    except KeyboardInterrupt:
+        running.kill_all()
+        raise Interrupted(Gradebook({}, []), 0) from None
+    if exercise:
+        for s in found.submissions:
+            s.exercise = s.exercise or (exercise if not s.error else None)
+    suites, missing = load_suites(root, found.submissions) if found.submissions else ({}, {})
+    if exercise and exercise not in suites:
+        suites[exercise] = load_suite(root, exercise)
     feedback = Path(feedback) if feedback is not None else Path(out).parent / f"{Path(out).stem}-feedback"
-    book = Gradebook(exercise, suite.questions, [])
+    book = Gradebook({name: suite.questions for name, suite in suites.items()}, [])
     book.write(out)
-    if not paths:
+    todo, done, lock = [], {}, threading.Lock()
+    for i, s in enumerate(found.submissions):
+        if s.error or s.exercise not in suites:
+            why = (
+                s.error
+                or missing.get(s.exercise)
+                or (
+                    "not an exercise notebook: it has no otter assignment name (start from the exercise's notebook in "
+                    "exercises/, or pass --exercise)"
+                )
+            )
+            done[i] = _ungraded(s, why)
+        else:
+            todo.append(i)
+    if not todo:
+        book.rows = [done[j] for j in sorted(done)]
+        book.write(out)
         return book
     require_bwrap()
-    running, done, lock = Running(), {}, threading.Lock()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    subs = found.submissions
     futures = {
-        pool.submit(grade_submission, p, found.students.get(p, p.stem), suite, feedback, timeout, running, limits): i
-        for i, p in enumerate(paths)
+        pool.submit(grade_submission, subs[i], suites[subs[i].exercise], feedback, timeout, running, limits): i
+        for i in todo
     }
     try:
+        for i in sorted(done):
+            if on_result is not None:
+                on_result(done[i])
         pending = set(futures)
         while pending:
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -118,14 +168,7 @@ def grade_batch(
                 try:
                     row = future.result()
                 except Exception as err:  # a bug here must not lose the other rows
-                    row = GradeRow(
-                        found.students.get(paths[i], paths[i].stem),
-                        str(paths[i]),
-                        exercise,
-                        {q.name: 0.0 for q in suite.questions},
-                        f"internal grading error: {type(err).__name__}: {err}"[:300],
-                        graded_at=now(),
-                    )
+                    row = _ungraded(subs[i], f"internal grading error: {type(err).__name__}: {err}"[:300])
                 with lock:
                     done[i] = row
                     book.rows = [done[j] for j in sorted(done)]
@@ -137,6 +180,8 @@ def grade_batch(
         running.kill_all()
         book.rows = [done[j] for j in sorted(done)]
         book.write(out)
-        raise Interrupted(book, len(paths)) from None
+        raise Interrupted(book, len(subs)) from None
     pool.shutdown(wait=True)
+    book.rows = [done[j] for j in sorted(done)]
+    book.write(out)
     return book

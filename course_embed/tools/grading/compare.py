@@ -15,10 +15,8 @@ from __future__ import annotations
 import ast
 import io
 import json
-import os
 import re
 import signal
-import stat
 import subprocess
 import sys
 import zipfile
@@ -28,6 +26,7 @@ from pathlib import Path
 import torch
 
 from . import probe
+from .notebook import parse, read_bytes
 
 MAX_OUTPUT_BYTES = 64 * 2**20  # per test: far above any honest answer's outputs
 
@@ -124,7 +123,7 @@ def strip_checks(source: str, filename: str = "<tests>") -> str:
     Raises ``ValueError`` for a test whose ``yield`` is not a statement of the function's own body, and for a
     file that imports course_embed outside the test runtime (the sandbox has no such module).
     """
-    tree = ast.parse(source, filename)
+    tree = parse(source, filename)  # one thread at a time: CPython's parser is not thread-safe
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)) and node in tree.body:
             mod = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
@@ -155,28 +154,6 @@ def strip_checks(source: str, filename: str = "<tests>") -> str:
 def _is_test(func: ast.FunctionDef) -> bool:
     """Whether ``func`` is decorated with ``@test(...)``."""
     return any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "test" for d in func.decorator_list)
-
-
-def read_bytes(path: Path, limit: int) -> bytes | None:
-    """The bytes of the regular file ``path``, read without following a symbolic link and without blocking on a
-    named pipe or device; ``None`` when it does not exist. ``ValueError`` when it is not a regular file or is
-    larger than ``limit`` bytes (the sandbox may have put anything at that name)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        raise ValueError("not a regular file (a link?)") from err
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
-        if info.st_size > limit:
-            raise ValueError(f"larger than {limit // 2**20} MiB")
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"larger than {limit // 2**20} MiB")
-    return data
 
 
 def _uncompressed(data: bytes) -> None:
@@ -232,9 +209,10 @@ def _score_one(spec: probe.TestSpec, out: Path, stopped: str, seed: int | None) 
     return TestResult(spec.name, spec.question, spec.points if passed else 0.0, spec.points, message, spec.hidden)
 
 
-#: What the checks of one submission may use in their own process: seconds of wall-clock and CPU time, bytes of
-#: address space (the checks build float64 references of the tests' small inputs: far below these).
-CHECK_SECONDS, CHECK_MEMORY = 120, 4 * 2**30
+#: What the checks of one submission may use in their own process: CPU seconds (the limit that counts, so a busy
+#: machine costs no point), wall-clock seconds (a backstop only, far above it), bytes of address space (the checks
+#: build float64 references of the tests' small inputs: far below these).
+CHECK_SECONDS, CHECK_WALL, CHECK_MEMORY = 120, 1800, 4 * 2**30
 
 
 def score_apart(
@@ -244,12 +222,16 @@ def score_apart(
     running=None,
     seconds: float = CHECK_SECONDS,
     seed: int | None = None,
-) -> list[TestResult]:
-    """:func:`score` in a child process with its own CPU-time, memory and wall-clock limits, so that outputs that
-    make a check slow, huge or crash cost their own row only, and no other submission waits for them.
+    wall: float = CHECK_WALL,
+) -> tuple[list[TestResult], str]:
+    """:func:`score` in a child process with its own limits, so that outputs that make a check slow, huge or crash
+    cost their own row only, and no other submission waits for them: ``seconds`` of CPU time (what counts: a
+    machine busy with other work slows the checks without costing a point), :data:`CHECK_MEMORY` of memory, and
+    ``wall`` seconds of wall-clock time as a backstop.
 
-    ``running`` (a :class:`.submission.Running`) holds the child while it runs, so that Ctrl-C kills it. A test the
-    child did not finish gets a result saying why. The secret ``seed`` reaches the child on its standard input, not
+    Returns the results and, when the child did not finish every test, why (for the gradebook's ``error``; each
+    test it did not finish gets a result saying so too). ``running`` (a :class:`.submission.Running`) holds the
+    child while it runs, so that Ctrl-C kills it. The secret ``seed`` reaches the child on its standard input, not
     on its command line.
     """
     if suite.root is None:
@@ -265,14 +247,14 @@ def score_apart(
     printed, why = b"", "interrupted"
     if proc is not None:
         try:
-            printed, _ = proc.communicate(input=b"" if seed is None else f"{seed}\n".encode(), timeout=seconds)
+            printed, _ = proc.communicate(input=b"" if seed is None else f"{seed}\n".encode(), timeout=wall)
             why = f"the checks of these outputs crashed (exit status {proc.returncode})"
             if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
                 why = f"the checks of these outputs took longer than {seconds:g} s of CPU time"
         except subprocess.TimeoutExpired:
             proc.kill()
             printed, _ = proc.communicate()
-            why = f"the checks of these outputs took longer than {seconds:g} s"
+            why = f"the checks of these outputs took longer than {wall:g} s of wall-clock time"
         finally:
             if running is not None:
                 running.discard(proc)
@@ -283,7 +265,8 @@ def score_apart(
             done[entry["name"]] = TestResult(**entry)
         except (ValueError, TypeError, KeyError):
             continue
-    return [done.get(t.name) or TestResult(t.name, t.question, 0.0, t.points, why, t.hidden) for t in suite.tests]
+    results = [done.get(t.name) or TestResult(t.name, t.question, 0.0, t.points, why, t.hidden) for t in suite.tests]
+    return results, "" if len(done) == len(suite.tests) else why
 
 
 _CHILD = """

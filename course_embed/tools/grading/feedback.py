@@ -2,7 +2,8 @@
 
 ``results.json`` follows Gradescope's autograder specification: ``score``, ``execution_time`` and ``tests``, each
 test with ``name``, ``score``, ``max_score``, ``output`` and ``visibility`` (``visible`` for public tests,
-``after_published`` for hidden ones, so an instructor publishing grades decides when learners see them).
+``after_published`` for hidden ones, so an instructor publishing grades decides when learners see them), and
+``"output_format": "text"`` at the top and for every test, so that a viewer shows the learner's text as text.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ def results_json(results: list[TestResult], error: str, seconds: float) -> dict:
     data = {
         "score": sum(r.score for r in results),
         "execution_time": round(seconds, 1),
-        "tests": [{**r.as_gradescope(), "output": _plain(r.output or "passed")} for r in results],
+        "output_format": "text",  # the learner's text is shown as text, never as Markdown or HTML
+        "tests": [
+            {**r.as_gradescope(), "output": _plain(r.output or "passed"), "output_format": "text"} for r in results
+        ],
     }
     if error:
         data["output"] = _plain(f"While grading: {error}")
@@ -34,7 +38,8 @@ def results_json(results: list[TestResult], error: str, seconds: float) -> dict:
 
 
 def feedback_text(student: str, exercise: str, questions: list[Question], results: list[TestResult], error: str) -> str:
-    """A readable report: per question its score, then each test that failed and why."""
+    """A readable report: per question its score, then each test that failed, and why for a public one (a hidden
+    test's message names its inputs and expected values, which results.json shows only once grades are published)."""
     total, possible = sum(r.score for r in results), sum(q.points for q in questions)
     lines = [f"{exercise}: {student}", f"score: {total:g} / {possible:g}", ""]
     if error:
@@ -43,7 +48,12 @@ def feedback_text(student: str, exercise: str, questions: list[Question], result
         mine = [r for r in results if r.question == q.name]
         lines.append(f"{q.name}: {sum(r.score for r in mine):g} / {q.points:g}")
         for r in mine:
-            mark = "passed" if r.score == r.max_score else f"failed: {_plain(r.output)}"
+            if r.score == r.max_score:
+                mark = "passed"
+            elif r.hidden:  # its inputs and expected values stay hidden, as results.json keeps them until published
+                mark = "failed"
+            else:
+                mark = f"failed: {_plain(r.output)}"
             lines.append(f"  [{'hidden' if r.hidden else 'public'}] {r.name} ({r.max_score:g}): {mark}")
     return "\n".join(lines) + "\n"
 

@@ -312,8 +312,9 @@ def _stub_init() -> str:
     )
 
 
-def prepare(work: Path, spec_files: dict[str, str], plan: str) -> None:
-    """Fill ``work`` (empty) with what the sandbox gets: runner, plan, gathering halves, stub package."""
+def prepare(work: Path, spec_files: dict[str, str], plan: str | None = None) -> None:
+    """Fill ``work`` (empty) with what the sandbox gets: runner, gathering halves, stub package, and ``plan``
+    (``plan.json``) when given (a submission's is written by the child that reads it)."""
     lib = work / "lib" / "course_embed"
     (lib / "tools" / "grading").mkdir(parents=True)
     (lib / "__init__.py").write_text(_stub_init())
@@ -326,5 +327,6 @@ def prepare(work: Path, spec_files: dict[str, str], plan: str) -> None:
     (work / "probes").mkdir()
     for name, text in spec_files.items():
         (work / "probes" / f"{name}.py").write_text(text)
-    (work / "plan.json").write_text(plan)
+    if plan is not None:
+        (work / "plan.json").write_text(plan)
     (work / "out").mkdir()

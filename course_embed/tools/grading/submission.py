@@ -1,148 +1,30 @@
-"""One submission: reading it, planning what the sandbox runs, and grading it (sandbox inside, checks outside)."""
+"""One submission graded: its plan run in a sandbox, then its outputs checked outside, in a process of their own.
+
+Reading and planning a submitted file happen apart, in :mod:`.notebook`'s limited child."""
 
 from __future__ import annotations
 
-import ast
-import io
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
-import stat
 import subprocess
 import tempfile
 import threading
 import time
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import compare, confine, sandbox
 from .compare import Suite, TestResult
 from .limits import Limits
+from .notebook import ANSWER_TAG, plan, read_apart, read_submission
 from .text import bounded
 
-ANSWER_TAG = "otter_answer_cell"  # otter assign tags every cell where the learner writes an answer
-_CHECK = re.compile(r"""^\s*grader\.check\(\s*["'](\w+)["']\s*\)\s*$""")
+__all__ = ["ANSWER_TAG", "Graded", "Running", "grade_file", "grade_notebook", "plan", "read_submission"]
 
-
-#: The largest submission read (a notebook, or the notebook inside a zip, uncompressed): far above any notebook's.
-MAX_SUBMISSION_BYTES = 50 * 2**20
 MAX_NOTES, NOTE_CHARS = 20, 200  # what the sandbox's notes file may put in a row
-
-
-def _read_raw(path: Path) -> bytes:
-    """The submission's notebook bytes, size-capped; ``ValueError`` saying why it cannot be read."""
-    if path.suffix == ".zip":
-        with zipfile.ZipFile(io.BytesIO(compare.read_bytes(path, MAX_SUBMISSION_BYTES) or b"")) as zf:
-            names = zf.infolist()
-            inside = [i for i in names if i.filename.endswith(".ipynb") and not i.filename.startswith("__MACOSX")]
-            if len(inside) != 1:
-                raise ValueError(f"the zip holds {len(inside)} notebooks, expected exactly 1")
-            if stat.S_ISLNK(inside[0].external_attr >> 16):
-                raise ValueError(f"{inside[0].filename} in the zip is a symbolic link (not followed)")
-            if inside[0].file_size > MAX_SUBMISSION_BYTES:
-                raise ValueError(f"the notebook in the zip is larger than {MAX_SUBMISSION_BYTES // 2**20} MiB")
-            return zf.read(inside[0])
-    raw = compare.read_bytes(path, MAX_SUBMISSION_BYTES)
-    if raw is None:
-        raise ValueError("no such file")
-    return raw
-
-
-def read_submission(path: str | Path) -> tuple[dict | None, str]:
-    """Load a submitted notebook (``.ipynb``, or a ``.zip`` from ``grader.export()`` holding one).
-
-    Returns ``(notebook as a dict, "")``, or ``(None, error)`` when it cannot be read as a notebook, whatever is
-    wrong with the file (a link, a pipe, too large, an encrypted, corrupt or oversized zip, JSON nested too deep).
-    """
-    try:
-        raw = _read_raw(Path(path))
-    except Exception as err:  # zipfile alone raises half a dozen kinds
-        return None, f"cannot read the file: {bounded(err)}"
-    try:
-        nb = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        return None, "not a notebook: the file is not UTF-8 text"
-    except json.JSONDecodeError as err:
-        return None, f"not a notebook: invalid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
-    except (ValueError, RecursionError) as err:  # a 5000-digit number, nesting too deep for the parser
-        return None, f"not a notebook: unreadable JSON ({type(err).__name__})"
-    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list) or nb.get("nbformat") != 4:
-        return None, "not a notebook: the JSON has no nbformat 4 'cells' list"
-    if not all(isinstance(c, dict) for c in nb["cells"]) or not isinstance(nb.get("metadata", {}), dict):
-        return None, "not a notebook: its cells or metadata are not JSON objects"
-    return nb, ""
-
-
-def notebook_exercise(nb: dict) -> str | None:
-    """The exercise a notebook was made for (otter's ``assignment_name`` metadata), if any."""
-    metadata = nb.get("metadata")
-    otter = metadata.get("otter") if isinstance(metadata, dict) else None
-    name = otter.get("assignment_name") if isinstance(otter, dict) else None
-    return name if isinstance(name, str) and re.fullmatch(r"\w{1,64}", name) else None
-
-
-def _cell_source(cell: dict) -> str:
-    source = cell.get("source", "")
-    if isinstance(source, list):
-        return "".join(s for s in source if isinstance(s, str))
-    return source if isinstance(source, str) else ""
-
-
-def _is_otter(stmt: ast.stmt) -> bool:
-    """Whether ``stmt`` is one of otter's own statements: ``import otter``, ``grader = otter.Notebook(...)``,
-    ``grader.check_all()``, ``grader.export(...)``."""
-    if isinstance(stmt, ast.Import):
-        return [a.name for a in stmt.names] == ["otter"]
-    call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
-    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
-        return False
-    owner = call.func.value.id if isinstance(call.func.value, ast.Name) else ""
-    return (owner, call.func.attr) in {("otter", "Notebook"), ("grader", "check_all"), ("grader", "export")}
-
-
-def _without_otter(source: str) -> str:
-    """``source`` without otter's own statements (whole statements, found by parsing: a comment or a string that
-    merely mentions them stays); the source unchanged when it does not parse (its error is the learner's)."""
-    try:
-        body = ast.parse(source).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return source
-    if body and all(_is_otter(stmt) for stmt in body):
-        return ""  # otter's cell (its comments go with it)
-    lines = source.splitlines(keepends=True)
-    for stmt in reversed(body):
-        if _is_otter(stmt):
-            del lines[stmt.lineno - 1 : stmt.end_lineno]
-    return "".join(lines)
-
-
-def plan(nb: dict) -> list[dict]:
-    """The sandbox's steps: the learner's code cells in order, and a checkpoint at each ``grader.check("qN")``.
-
-    otter's own statements (``otter.Notebook``, ``check_all``, ``export``) are left out: grading does not use otter.
-    """
-    cells = [c for c in nb["cells"] if c.get("cell_type") == "code"]
-    sources = [_cell_source(c) for c in cells]
-    checks = [m.group(1) if (m := _CHECK.match(s)) else None for s in sources]
-    steps = []
-    for i, (cell, source) in enumerate(zip(cells, sources, strict=False)):
-        if checks[i]:
-            steps.append({"checkpoint": checks[i]})
-            continue
-        kept = _without_otter(source)
-        if kept != source and not kept.strip():
-            continue
-        question = next((q for q in checks[i + 1 :] if q), None)
-        tags = cell.get("metadata", {}).get("tags", []) if isinstance(cell.get("metadata"), dict) else []
-        first = next((line.strip() for line in kept.splitlines() if line.strip()), "")[:40]
-        answer = isinstance(tags, list) and ANSWER_TAG in tags and question
-        label = f"{question}'s answer cell" if answer else f"the cell `{bounded(first)}`"
-        steps.append({"source": kept, "label": label})
-    return steps
 
 
 @dataclass
@@ -269,7 +151,10 @@ def _why_stopped(returncode: int, notes: list[str], limits: Limits, printed: str
     if oom:
         return limits.note("memory", together=True)
     if returncode == 128 + signal.SIGXCPU:  # bwrap exits with 128 + the signal that ended its child
-        return limits.note("cpu-time")
+        return (
+            f"the sandbox exited with status {returncode}, which the CPU time limit gives (and which a notebook "
+            f"can give too): {limits.note('cpu-time')}"
+        )
     kinds = [n.split(":", 1)[1] for n in notes if n.startswith("limit:") and n.split(":", 1)[1] in limits.kinds()]
     if kinds:
         return f"as the notebook's run reported, {limits.note(kinds[-1])}"
@@ -296,21 +181,58 @@ def _start(work: Path, out, limits: Limits, running: Running | None, cgroup: con
 def grade_notebook(
     nb: dict, suite: Suite, timeout: float = 300.0, running: Running | None = None, limits: Limits | None = None
 ) -> Graded:
-    """Run ``nb`` in a sandbox, then check its outputs here, in a process of their own; never raises for a broken
-    notebook.
+    """Run ``nb`` (a notebook the caller already holds) in a sandbox, then check its outputs here, in a process of
+    their own; never raises for a broken notebook. A submitted file is graded with :func:`grade_file` instead.
 
     The sandbox is killed after ``timeout`` seconds, and runs under ``limits`` (:class:`.limits.Limits`; default
     ``Limits()``); tests of questions answered before a time or resource limit stopped it are still graded.
     Raises :class:`.sandbox.SandboxUnavailable` when bubblewrap cannot run.
     """
-    sandbox.require_bwrap()
     limits = limits or Limits()
+
+    def write_plan(path: Path) -> str:
+        path.write_text(json.dumps({"steps": plan(nb), "limits": limits.rlimits()}))
+        return ""
+
+    return _grade(write_plan, suite, timeout, running, limits)
+
+
+def grade_file(
+    path: Path, suite: Suite, timeout: float = 300.0, running: Running | None = None, limits: Limits | None = None
+) -> Graded:
+    """:func:`grade_notebook` for a submitted file (``.ipynb`` or an exported ``.zip``): read and planned in a
+    limited child process (:func:`.notebook.read_apart`), never in this one; a file that cannot be read, or that
+    was made for another exercise, gets its error without a sandbox."""
+    limits = limits or Limits()
+
+    def write_plan(plan_path: Path) -> str:
+        found = read_apart(path, plan_path, limits.rlimits(), running)
+        if found.error:
+            return found.error
+        if found.exercise != suite.exercise:
+            return (
+                f"wrong exercise: this notebook is for {found.exercise}, not {suite.exercise}"
+                if found.exercise
+                else f"not an exercise notebook: it has no otter assignment name "
+                f"(start from exercises/{suite.exercise}.ipynb)"
+            )
+        return ""
+
+    return _grade(write_plan, suite, timeout, running, limits)
+
+
+def _grade(write_plan, suite: Suite, timeout: float, running: Running | None, limits: Limits) -> Graded:
+    """Grade the notebook whose plan ``write_plan(path)`` writes (returning an error, or "" when it wrote it)."""
+    sandbox.require_bwrap()
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="course-embed-grade-"))
     cgroup = confine.MemoryCgroup(limits.memory, work.name)
     seed = secrets.randbits(62)  # the hidden tests' inputs, new for every grading run
     try:
-        sandbox.prepare(work, suite.sources, json.dumps({"steps": plan(nb), "limits": limits.rlimits()}))
+        sandbox.prepare(work, suite.sources)
+        refused = write_plan(work / "plan.json")
+        if refused:
+            return Graded(error=refused, seconds=time.monotonic() - start)
         log = work / "sandbox.log"
         with open(log, "wb") as out:
             proc = _start(work, out, limits, running, cgroup, seed)
@@ -324,10 +246,12 @@ def grade_notebook(
         notes = _notes(work / "out")
         if not stopped and notes[-1:] != ["finished"]:
             stopped = _why_stopped(proc.returncode, notes, limits, _log_tail(log), cgroup.oom_killed())
-        results = compare.score_apart(suite, work / "out", stopped, running, seed=seed)
+        results, unchecked = compare.score_apart(suite, work / "out", stopped, running, seed=seed)
         if not stopped and cgroup.oom_killed():  # one of its processes was killed, the run went on
             stopped = limits.note("memory", together=True)
         errors = [bounded(stopped, 800)] if stopped else []
+        if unchecked and unchecked != stopped:
+            errors.append(unchecked)  # a check stopped at its own limit: an error, never a silent 0
         reported = [n for n in notes[:MAX_NOTES] if n != "finished" and not n.startswith("limit:")]
         if len(notes) > MAX_NOTES:
             reported.append(f"(more than {MAX_NOTES} notes; the rest left out)")

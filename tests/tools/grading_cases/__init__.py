@@ -222,3 +222,11 @@ def built_exercises(tmp_path_factory) -> dict[str, Assigned]:
                 folder / f"{exercise.name}.ipynb", folder / f"{exercise.name}-solution.ipynb"
             )
     return built
+
+
+def exercise_notebook(exercise: str | None, cells: int = 1) -> str:
+    """A small notebook made for ``exercise`` (otter's ``assignment_name``), as the text of its file."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"x = {i}") for i in range(cells)])
+    if exercise is not None:
+        nb.metadata["otter"] = {"assignment_name": exercise}
+    return nbformat.writes(nb)

@@ -253,7 +253,7 @@ def build_batch(
         variant(lambda nb: setattr(nb.cells[q2], "source", nb.cells[q2].source.replace("def rotation", "def rot"))),
         (4, 0, 2),
     )
-    put("d07_wrong_exercise/03_sinusoidal.ipynb", wrong_exercise_nb, (0, 0, 0), "wrong exercise: this notebook is for")
+    put("d07_other_exercise/03_sinusoidal.ipynb", wrong_exercise_nb, (0, 0, 0))  # graded for its own exercise
     put("d08_plain/notebook.ipynb", new_notebook(cells=[new_code_cell("x = 1")]), (0, 0, 0), "not an exercise notebook")
     (folder / "d09_invalid").mkdir()
     (folder / "d09_invalid" / "03_sinusoidal.ipynb").write_text(nbformat.writes(good)[:500])
