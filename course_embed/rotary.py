@@ -272,13 +272,13 @@ class RotaryEmbedding(nn.Module):
         return self
 
     def frequencies(self, end: torch.Tensor) -> torch.Tensor:
-        """The inverse frequencies ``(b, 1, 1, p)`` of a call whose sequences end at positions ``end - 1``
-        (``end``: ``(b, 1, 1, 1)`` int64); only LongRoPE and dynamic NTK depend on it."""
+        """The inverse frequencies ``(p,)`` of a call reaching position ``end - 1`` (``end``: a 0-d int64 tensor, the
+        longest sequence of the batch, as in transformers); only LongRoPE and dynamic NTK depend on it."""
         if self.rope_type == "longrope":
             return torch.where(end > self._original, self.inv_freq_long, self.inv_freq)
         if self.rope_type != "dynamic":
             return self.inv_freq
-        length = end.amax()  # one call, one base (transformers: the longest sequence of the batch)
+        length = end.to(self.inv_freq.device)
         if self.dynamic_rule == "transformers":
             longest = torch.where(length < self._original, self._original, self.longest)
             length = torch.maximum(length, longest)
@@ -286,7 +286,7 @@ class RotaryEmbedding(nn.Module):
         length = length.clamp(min=self._original).to(self.inv_freq.dtype)
         factor, r = self._scaling["factor"], self.rotary_dim
         base = self.base * (factor * length / self._original - (factor - 1)) ** (r / (r - 2))
-        exponents = torch.arange(0, r, 2, device=end.device, dtype=self.inv_freq.dtype) / r
+        exponents = torch.arange(0, r, 2, device=self.inv_freq.device, dtype=self.inv_freq.dtype) / r
         return base ** -exponents
 
     def positions(self, x: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -326,7 +326,7 @@ class RotaryEmbedding(nn.Module):
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
         """cos and sin (times the attention factor) of the angles at ``positions`` ``(b, s)``: ``(b, 1, s, p)``
         each in ``dtype``, from float64 angles rounded once to float32 (then to a narrower dtype)."""
-        end = positions.amax(dim=-1, keepdim=True)[:, None, :, None] + 1 if positions.numel() else positions
+        end = positions.amax() + 1 if positions.numel() else positions.new_zeros(())  # the call's length
         angles = positions[:, None, :, None].to(self.inv_freq.dtype) * self.frequencies(end)  # (b, 1, s, p)
         cos, sin = angles.cos() * self.attention_factor, angles.sin() * self.attention_factor
         if dtype != torch.float64:
