@@ -125,6 +125,8 @@ def check_offset(offset, name: str = "offset") -> int:
             ``position_ids``).
         ValueError: a negative offset.
     """
+    if torch.compiler.is_compiling() and not isinstance(offset, torch.Tensor | float):
+        return offset  # an int traced as a symbol: not checked here (call eagerly to check a suspect offset)
     if isinstance(offset, torch.Tensor):
         if offset.dim() != 0:
             raise TypeError(

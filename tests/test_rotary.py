@@ -1,6 +1,7 @@
 """RoPE against independent formulations: float64 complex multiplication, the rotate_half formula, and the
 published scaling formulas (Hugging Face ``modeling_rope_utils``), re-derived here in plain Python."""
 
+import copy
 import math
 
 import pytest
@@ -472,3 +473,64 @@ def test_longrope_decoding_past_the_original_length_uses_the_long_factors(gen):
     long_theta = theta(8) / torch.tensor([2.0] * pairs, dtype=torch.float64)
     attention = math.sqrt(1 + math.log(4.0) / math.log(64))
     torch.testing.assert_close(out, attention * reference_half(step, torch.tensor([5000]), long_theta))
+
+
+# --- the PyTorch toolchain ---------------------------------------------------------------------------------------
+
+DYNAMIC = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 8}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("scaling", [None, DYNAMIC])
+def test_compiles_in_both_layouts_to_one_graph(gen, layout, scaling):
+    rope = RotaryEmbedding(16, layout=layout, rope_scaling=scaling)
+    q, k = torch.randn(2, 4, 12, 16, generator=gen), torch.randn(2, 2, 12, 16, generator=gen)
+    compiled = torch.compile(rope, fullgraph=True, backend="eager")
+    for got, expected in zip(compiled(q, k, offset=3), rope(q, k, offset=3)):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    ids = torch.tensor([[0, 0, 1, 2] + list(range(3, 11)), list(range(12))])
+    torch.testing.assert_close(compiled(q, k, position_ids=ids)[0], rope(q, k, position_ids=ids)[0], rtol=0, atol=0)
+
+
+def test_the_labs_rope_model_compiles(gen):
+    from course_embed.lab.decoder import TinyLM
+
+    torch.manual_seed(0)
+    model = TinyLM(32, 2, 2, "rope", max_len=16).eval()
+    ids = torch.randint(0, 20, (2, 10), generator=gen)
+    torch.testing.assert_close(torch.compile(model, backend="eager")(ids), model(ids), rtol=0, atol=0)
+
+
+def test_deferred_initialisation_on_the_meta_device(gen):
+    scaling = {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 8,
+               "short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [1.0, 2.0, 4.0, 8.0]}  # fmt: skip
+    with torch.device("meta"):
+        lazy = RotaryEmbedding(8, rope_scaling=scaling)
+    assert lazy.inv_freq.is_meta
+    lazy.to_empty(device="cpu")
+    lazy.reset_parameters()
+    x = torch.randn(1, 2, 12, 8, generator=gen, dtype=torch.float64)
+    assert torch.equal(lazy.rotate(x), RotaryEmbedding(8, rope_scaling=scaling).rotate(x))
+
+
+def test_dtype_moves_keep_float64_frequencies_and_copies_are_independent(gen):
+    rope = RotaryEmbedding(64, rope_scaling=DYNAMIC, dynamic_rule="transformers")
+    for move in (torch.nn.Module.float, torch.nn.Module.half, torch.nn.Module.double):
+        move(rope)
+        torch.testing.assert_close(rope.inv_freq, theta(64), rtol=1e-15, atol=0)  # never a rounded copy
+    rope.rotate(torch.randn(1, 1, 20, 64, generator=gen))  # the transformers rule remembers length 20
+    twin = copy.deepcopy(rope)
+    assert twin.longest.item() == 20 and twin.longest.data_ptr() != rope.longest.data_ptr()
+    assert rope.state_dict() == {}  # everything is computed from the arguments
+    x = torch.randn(1, 1, 10, 64, generator=gen, dtype=torch.float64)
+    assert torch.equal(twin.rotate(x), rope.rotate(x))
+
+
+def test_construction_arguments_are_read_only():
+    rope = RotaryEmbedding(8)
+    for name, value in (("base", 500000.0), ("rope_scaling", {"rope_type": "linear", "factor": 4.0})):
+        with pytest.raises(AttributeError, match=f"RotaryEmbedding.{name} is fixed at construction.*new RotaryEmbedding"):
+            setattr(rope, name, value)
+    with pytest.raises(ValueError, match=r"base=10000.0 and rope_scaling\['rope_theta'\]=500000.0 disagree"):
+        RotaryEmbedding(8, base=10000.0, rope_scaling={"rope_theta": 500000.0})
+    assert RotaryEmbedding(8, rope_scaling={"rope_theta": 500000.0}).base == 500000.0
