@@ -148,6 +148,23 @@ def check_offset(offset, name: str = "offset") -> int:
     return offset
 
 
+def check_size(value, name: str, *, minimum: int = 1) -> int:
+    """A count (a length, a number of heads) as a Python int >= ``minimum``: ints, numpy integers, 0-d integer
+    tensors; a float, a bool or a smaller value raises naming the argument, the value and the fix."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point():
+        value = int(value)
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(
+            f"{name} must be a whole number (int), got {value!r} ({type(value).__name__}); pass int({name}) if the "
+            f"value is whole"
+        )
+    value = operator.index(value)
+    if value < minimum:
+        need = "a positive integer" if minimum == 1 else f">= {minimum}"
+        raise ValueError(f"{name} must be {need}, got {value}; check where this count comes from")
+    return value
+
+
 def check_number(value, name: str, *, minimum: float | None = None, above: float | None = None) -> float:
     """``value`` as a finite float, at least ``minimum`` or greater than ``above``; else a clear error.
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_device_dtype, check_features, check_number, check_offset
+from .checks import check_device_dtype, check_features, check_number, check_offset, check_size
 
 
 def _angle_dtype(device: torch.device) -> torch.dtype:
@@ -55,8 +55,7 @@ def sinusoidal_table(
     Returns:
         ``(s, d)`` tensor; even columns are sines, odd columns cosines.
     """
-    if length < 0:
-        raise ValueError(f"length must be >= 0, got {length}")
+    length = check_size(length, "length", minimum=0)
     offset = check_offset(offset)
     device = torch.device(device) if device is not None else torch.device("cpu")
     work = _angle_dtype(device)
@@ -126,7 +125,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     def encoding(self, length: int, offset: int = 0, *, dtype=None, device=None) -> torch.Tensor:
         """Rows for positions ``offset .. offset + length - 1``: ``(length, d)``, cast to ``dtype``/``device``."""
         offset = check_offset(offset)
-        end = offset + length
+        end = offset + check_size(length, "length", minimum=0)
         if end > self.table.shape[0]:
             new_len = max(end, 2 * self.table.shape[0])
             self.table = sinusoidal_table(new_len, self.d_model, self.base, device=self.table.device)

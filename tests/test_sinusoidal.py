@@ -158,3 +158,11 @@ def test_meta_device_shapes():
     pe = SinusoidalPositionalEncoding(256, max_len=16, device="meta")
     out = pe(torch.empty(2, 100, 256, device="meta"))
     assert out.shape == (2, 100, 256) and out.device.type == "meta"
+
+
+def test_lengths_must_be_whole_and_non_negative():
+    """Before: encoding(-3) sliced table[0:-3] (13 rows) and a length of 10.5 gave 11 rows."""
+    with pytest.raises(ValueError, match="length must be >= 0, got -3"):
+        SinusoidalPositionalEncoding(8, max_len=16).encoding(-3)
+    with pytest.raises(TypeError, match=r"length must be a whole number .*10.5.*int\(length\)"):
+        sinusoidal_table(10.5, 64)
