@@ -166,3 +166,14 @@ def test_lengths_must_be_whole_and_non_negative():
         SinusoidalPositionalEncoding(8, max_len=16).encoding(-3)
     with pytest.raises(TypeError, match=r"length must be a whole number .*10.5.*int\(length\)"):
         sinusoidal_table(10.5, 64)
+
+
+def test_double_and_deferred_initialisation_give_the_exact_table():
+    """Before: .double() widened the float32 table (3e-8 off) and to_empty left uninitialised memory."""
+    exact = sinusoidal_table(16, 8, dtype=torch.float64)
+    assert torch.equal(SinusoidalPositionalEncoding(8, max_len=16).double().table, exact)
+    with torch.device("meta"):
+        lazy = SinusoidalPositionalEncoding(8, max_len=16)
+    lazy.to_empty(device="cpu")
+    lazy.reset_parameters()
+    assert torch.equal(lazy.table, exact.float())
