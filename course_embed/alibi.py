@@ -20,6 +20,8 @@ import math
 
 import torch
 
+from .checks import check_size
+
 
 def _slope_list(num_heads: int) -> list[float]:
     """The paper's rule: a geometric sequence for powers of two, interleaved from the next power otherwise."""
@@ -37,8 +39,7 @@ def alibi_slopes(num_heads: int, *, dtype=torch.float32, device=None) -> torch.T
     ``2^(-8/h)`` (8 heads: 1/2, 1/4, ..., 1/256). Otherwise, with ``p`` the largest power of two below ``h``: the
     ``p`` slopes for ``p`` heads, then every other slope of the ``2p`` sequence for the remaining ``h - p`` heads.
     """
-    if not isinstance(num_heads, int) or num_heads < 1:
-        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
+    num_heads = check_size(num_heads, "num_heads")
     return torch.tensor(_slope_list(num_heads), dtype=torch.float64).to(device=device, dtype=dtype)
 
 
@@ -60,14 +61,15 @@ def alibi_bias(slopes: torch.Tensor, key_len: int, *, query_len: int | None = No
             f"slopes must be a (heads,) tensor from alibi_slopes, got "
             f"{tuple(slopes.shape) if isinstance(slopes, torch.Tensor) else type(slopes).__name__}"
         )
-    if key_len < 1:
-        raise ValueError(f"key_len must be a positive integer, got {key_len}")
-    keys = torch.arange(key_len, device=slopes.device, dtype=slopes.dtype)
+    key_len = check_size(key_len, "key_len")
+    work = torch.float64 if slopes.dtype == torch.float64 else torch.float32  # positions in half precision collide
+    keys = torch.arange(key_len, device=slopes.device, dtype=work)
     if query_len is None:
-        return (slopes[:, None] * (keys - (key_len - 1)))[:, None, :]  # (h, 1, k)
-    if not 1 <= query_len <= key_len:
+        return (slopes[:, None].to(work) * (keys - (key_len - 1)))[:, None, :].to(slopes.dtype)  # (h, 1, k)
+    query_len = check_size(query_len, "query_len")
+    if not query_len <= key_len:
         raise ValueError(
             f"query_len must be in [1, key_len={key_len}] (queries are the last positions), got {query_len}"
         )
-    queries = torch.arange(key_len - query_len, key_len, device=slopes.device, dtype=slopes.dtype)
-    return -slopes[:, None, None] * (queries[:, None] - keys[None, :]).abs()  # (h, q, k)
+    queries = torch.arange(key_len - query_len, key_len, device=slopes.device, dtype=work)
+    return (-slopes[:, None, None].to(work) * (queries[:, None] - keys[None, :]).abs()).to(slopes.dtype)  # (h, q, k)

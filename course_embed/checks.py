@@ -125,6 +125,8 @@ def check_offset(offset, name: str = "offset") -> int:
             ``position_ids``).
         ValueError: a negative offset.
     """
+    if torch.compiler.is_compiling() and not isinstance(offset, torch.Tensor | float):
+        return offset  # an int traced as a symbol: not checked here (call eagerly to check a suspect offset)
     if isinstance(offset, torch.Tensor):
         if offset.dim() != 0:
             raise TypeError(
@@ -144,6 +146,23 @@ def check_offset(offset, name: str = "offset") -> int:
     if offset < 0:
         raise ValueError(f"{name} must be >= 0 (the position of the first token), got {offset}")
     return offset
+
+
+def check_size(value, name: str, *, minimum: int = 1) -> int:
+    """A count (a length, a number of heads) as a Python int >= ``minimum``: ints, numpy integers, 0-d integer
+    tensors; a float, a bool or a smaller value raises naming the argument, the value and the fix."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point():
+        value = int(value)
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(
+            f"{name} must be a whole number (int), got {value!r} ({type(value).__name__}); pass int({name}) if the "
+            f"value is whole"
+        )
+    value = operator.index(value)
+    if value < minimum:
+        need = "a positive integer" if minimum == 1 else f">= {minimum}"
+        raise ValueError(f"{name} must be {need}, got {value}; check where this count comes from")
+    return value
 
 
 def check_number(value, name: str, *, minimum: float | None = None, above: float | None = None) -> float:

@@ -18,7 +18,8 @@ import operator
 from .checks import check_number
 
 #: rope_type -> (required keys, optional keys) of a ``rope_scaling`` dict. ``"ntk"`` (a fixed NTK-aware base) is
-#: this package's name; transformers has no such type (there, NTK-aware scaling is a larger ``rope_theta``).
+#: this package's name; transformers has no such type (there, NTK-aware scaling is a larger ``rope_theta``). YaRN's
+#: ``finetuned`` (NousResearch configs) is accepted and, as in transformers, changes nothing.
 ROPE_SCALINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "default": ((), ()),
     "linear": (("factor",), ()),
@@ -26,10 +27,11 @@ ROPE_SCALINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "dynamic": (("factor", "original_max_position_embeddings"), ()),
     "yarn": (
         ("factor", "original_max_position_embeddings"),
-        ("beta_fast", "beta_slow", "attention_factor", "truncate", "mscale", "mscale_all_dim"),
+        ("beta_fast", "beta_slow", "attention_factor", "truncate", "mscale", "mscale_all_dim", "finetuned"),
     ),
     "llama3": (("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"), ()),
     "longrope": (("factor", "original_max_position_embeddings", "long_factor", "short_factor"), ("attention_factor",)),
+    "proportional": ((), ("factor",)),
 }
 #: old names still found in shipped configs
 ALIASES = {"su": "longrope"}
@@ -45,10 +47,16 @@ def rope_type(rope_scaling: dict | None) -> str:
 
 
 def rotary_dims(head_dim: int, rope_scaling: dict | None) -> int:
-    """Dims that rotate, ``int(h_d * partial_rotary_factor)`` (even); the rest of each head passes through."""
+    """Dims that rotate, ``int(h_d * partial_rotary_factor)`` (even); the rest of each head passes through.
+
+    ``"proportional"`` RoPE (transformers 5, Gemma) rotates the whole head: its ``partial_rotary_factor`` gives the
+    share of pairs with a non-zero frequency instead (:func:`~course_embed.rope_scaling.rope_parameters`).
+    """
     factor = check_number((rope_scaling or {}).get("partial_rotary_factor", 1.0), "partial_rotary_factor")
     if not 0 < factor <= 1:
         raise ValueError(f"partial_rotary_factor must be in (0, 1] (the share of head dims that rotate), got {factor}")
+    if rope_type(rope_scaling) == "proportional":
+        return head_dim
     dims = int(head_dim * factor)
     if dims < 2 or dims % 2:
         raise ValueError(
@@ -73,19 +81,27 @@ def check_rope_scaling(rope_scaling: dict | None) -> dict:
         )
     kind = rope_type(rope_scaling)
     if kind not in ROPE_SCALINGS:
-        raise ValueError(f"rope_scaling['rope_type'] must be one of {tuple(ROPE_SCALINGS)}, got {kind!r}")
+        raise ValueError(
+            f"rope_scaling['rope_type'] must be one of {tuple(ROPE_SCALINGS)} (or 'su' for 'longrope'), got {kind!r}"
+        )
     required, optional = ROPE_SCALINGS[kind]
     scaling = {key: value for key, value in rope_scaling.items() if key not in ("rope_type", "type")}
     missing = [key for key in required if scaling.get(key) is None]
     unknown = [key for key in scaling if key not in required + optional + META_KEYS]
     if missing or unknown:
         hint = ""
-        if kind == "longrope" and "factor" in missing:
+        if kind in ("longrope", "yarn") and "factor" in missing:
             hint = (
-                "; Phi-3 configs keep the factor outside rope_scaling: factor = max_position_embeddings / "
-                "original_max_position_embeddings (131072 / 4096 = 32), which RotaryEmbedding.from_config(config) "
-                "reads for you"
+                "; without a factor, transformers takes factor = max_position_embeddings / "
+                "original_max_position_embeddings (Phi-3: 131072 / 4096 = 32), which "
+                "RotaryEmbedding.from_config(config) reads for you, or give the factor here"
             )
+        elif unknown:
+            hint = f"; remove {unknown}, or check the spelling against {required + optional}"
+        elif kind == "dynamic":
+            hint = "; from a model config, RotaryEmbedding.from_config(config) takes L0 from max_position_embeddings"
+        else:
+            hint = f"; add {missing} (the model's config.json has them)"
         raise ValueError(
             f"rope_scaling of type {kind!r} needs the keys {required} and accepts {optional}; "
             f"missing {missing}, unknown {unknown}{hint}"
@@ -99,7 +115,7 @@ def check_rope_scaling(rope_scaling: dict | None) -> dict:
             out[key] = _factor_list(value, name)
         elif key == "original_max_position_embeddings":
             out[key] = _positive_int(value, name)
-        elif key == "truncate":
+        elif key in ("truncate", "finetuned"):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be True or False, got {value!r}")
             out[key] = value
@@ -148,8 +164,10 @@ def rope_kwargs(config) -> dict:
           (transformers 4) with ``rope_theta`` beside it; ``type`` or ``rope_type``; ``"su"`` is LongRoPE;
         * ``partial_rotary_factor`` (top level or inside) is kept in the scaling: only ``int(h_d * f)`` dims rotate;
         * a missing ``original_max_position_embeddings`` of llama3/YaRN/LongRoPE is the config's own (Phi-3 keeps
-          it at the top level) or ``max_position_embeddings``; LongRoPE's missing ``factor`` is
-          ``max_position_embeddings / original_max_position_embeddings`` (Phi-3's implicit factor);
+          it at the top level) or ``max_position_embeddings``; a missing ``factor`` of LongRoPE or YaRN is
+          ``max_position_embeddings / original_max_position_embeddings`` (Phi-3's implicit factor, transformers'
+          rule for YaRN);
+        * GPT-NeoX's ``config.json`` keys: ``rotary_emb_base`` is the base, ``rotary_pct`` the partial factor;
         * dynamic NTK's original length is ``max_position_embeddings``, as in transformers;
         * ``head_dim`` is ``config.head_dim`` (DeepSeek-V3: its ``qk_rope_head_dim``) or ``hidden_size //
           num_attention_heads``.
@@ -161,23 +179,36 @@ def rope_kwargs(config) -> dict:
             f"this config has one RoPE setting per layer type ({sorted(params)}); build one RotaryEmbedding per "
             f"type from rope_kwargs({{**config, 'rope_parameters': config['rope_parameters'][layer_type]}})"
         )
-    base = params.pop("rope_theta", None) or values.get("rope_theta")
+    base = params.pop("rope_theta", None) or values.get("rope_theta") or values.get("rotary_emb_base")  # GPT-NeoX
     if base is None:
-        raise ValueError("the config has no rope_theta (neither at the top level nor in rope_parameters)")
-    partial = params.get("partial_rotary_factor", values.get("partial_rotary_factor"))
+        raise ValueError(
+            "the config has no rope_theta (neither at the top level nor in rope_parameters, nor GPT-NeoX's "
+            "rotary_emb_base); add the model's base, e.g. config['rope_theta'] = 10000.0"
+        )
+    partial = params.get("partial_rotary_factor", values.get("partial_rotary_factor", values.get("rotary_pct")))
     if partial is not None and partial != 1.0:
         params["partial_rotary_factor"] = partial
     head_dim = values.get("qk_rope_head_dim") or values.get("head_dim")
     if not head_dim:
+        if not values.get("hidden_size") or not values.get("num_attention_heads"):
+            raise ValueError(
+                "the config gives no head dim: it needs head_dim, or hidden_size and num_attention_heads (head_dim = "
+                "hidden_size // num_attention_heads); add them, e.g. config['head_dim'] = 128"
+            )
         head_dim = values["hidden_size"] // values["num_attention_heads"]
     kind = rope_type(params)
     max_positions = values.get("max_position_embeddings")
     if kind in ("llama3", "yarn", "longrope"):
         original = values.get("original_max_position_embeddings") or params.get("original_max_position_embeddings")
         params["original_max_position_embeddings"] = original or max_positions
-        if kind == "longrope" and params.get("factor") is None:
+        if kind in ("longrope", "yarn") and params.get("factor") is None:
             params["factor"] = max_positions / params["original_max_position_embeddings"]
     if kind == "dynamic":
+        if max_positions is None:
+            raise ValueError(
+                "a dynamic NTK config needs max_position_embeddings (transformers' original length L0 for dynamic "
+                "scaling); add it to the config, e.g. config['max_position_embeddings'] = 2048"
+            )
         params["original_max_position_embeddings"] = max_positions
     if kind != "default":
         params["rope_type"] = kind

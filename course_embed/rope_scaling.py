@@ -4,7 +4,9 @@ Shapes: ``h_d`` head dim (even), ``p = h_d / 2`` rotation pairs; frequencies are
 
 The types, with the key names model configs use: ``"linear"`` position interpolation (Chen et al., 2023), ``"ntk"``
 NTK-aware base scaling (bloc97, 2023), ``"dynamic"`` NTK (emozilla, 2023), ``"yarn"`` (Peng et al., 2024, with
-DeepSeek's ``mscale`` options), ``"llama3"`` and ``"longrope"`` (Ding et al., 2024). The formulas follow Hugging Face
+DeepSeek's ``mscale`` options), ``"llama3"``, ``"longrope"`` (Ding et al., 2024) and ``"proportional"``
+(transformers 5, Gemma: partial rotation as zero frequencies of the whole head). Each is a pure function from the
+config to ``(frequencies, attention factor)``: :func:`rope_parameters`. The formulas follow Hugging Face
 ``transformers.modeling_rope_utils``, against which ``tests/test_oracles.py`` checks them.
 :class:`course_embed.rotary.RotaryEmbedding` applies them.
 """
@@ -163,7 +165,8 @@ def rope_parameters(
             ``short_factor`` and ``long_factor`` (``p`` divisors of the frequencies, the long ones used past
             ``L0``) and ``attention_factor`` (default ``sqrt(1 + ln(factor) / ln(L0))``). Any type may carry
             ``partial_rotary_factor`` ``f``: the frequencies are those of the ``int(h_d f)`` rotated dims, as
-            transformers computes them.
+            transformers computes them (for ``"proportional"``: the ``h_d / 2`` frequencies of the whole head, those
+            past the first ``int(f h_d / 2)`` set to 0, all divided by the optional ``factor``).
         seq_len: current sequence length, used by ``"dynamic"`` and ``"longrope"`` only.
 
     Every value is checked (:func:`~course_embed.rope_config.check_rope_scaling`): ``nan``/``inf``, a zero
@@ -180,6 +183,10 @@ def rope_parameters(
     original = scaling.get("original_max_position_embeddings", 1)
     if kind == "default":
         return rope_frequencies(dim, base), 1.0
+    if kind == "proportional":  # the whole head's frequencies, the pairs past the partial share at 0 (no turn)
+        theta = rope_frequencies(head_dim, base)
+        theta[int(scaling.get("partial_rotary_factor", 1.0) * head_dim // 2) :] = 0.0
+        return theta / factor, 1.0
     if kind == "linear":
         return rope_frequencies(dim, base) / factor, 1.0
     if kind == "ntk":

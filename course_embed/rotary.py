@@ -1,32 +1,30 @@
 """Rotary position embedding (RoPE; Su et al., 2021) and its context-extension scalings.
 
-Shapes: ``b`` batch, ``h`` heads, ``s`` sequence, ``h_d`` head dim (even), ``p = h_d / 2`` rotation pairs.
+Shapes: ``b`` batch, ``h`` heads, ``s`` sequence, ``h_d`` head dim (even), ``p`` rotation pairs (``h_d / 2``, or
+fewer with ``partial_rotary_factor``), ``r = 2 p`` rotated dims.
 
 RoPE turns pair ``i`` of every query and key vector by the angle ``m * theta_i``, where ``m`` is the token's
 position and ``theta_i = base**(-2i/h_d)`` (fastest first)::
 
-    (x1, x2) -> (x1 cos(m theta_i) - x2 sin(m theta_i),  x1 sin(m theta_i) + x2 cos(m theta_i))
+    (x1, x2) -> (x1 cos(m theta_i) - x2 sin(m theta_i),  x2 cos(m theta_i) + x1 sin(m theta_i))
 
 A rotation keeps norms, and two rotations compose, so ``rope(q, m) . rope(k, n)`` depends on ``m - n`` only.
 
 Which two dims form pair ``i`` is a *layout*; both are in use and give the same attention scores once the rows
 of ``W_q`` and ``W_k`` are permuted to match (:func:`layout_permutation`): ``"interleaved"``, dims ``(2i, 2i + 1)``
-(RoFormer, Meta's LLaMA and GPT-J code), computed for float32/float64 as one complex multiplication
-``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)``; and ``"half"``, dims ``(i, i + h_d/2)`` (``rotate_half``: GPT-NeoX,
-the Hugging Face checkpoints), computed as one full-width product and two half-width multiply-adds
-(:mod:`course_embed.rope_apply`).
+(RoFormer, Meta's LLaMA and GPT-J code), and ``"half"``, dims ``(i, i + r/2)`` (``rotate_half``: GPT-NeoX, the
+Hugging Face checkpoints).
 
-Context extension (``rope_scaling``, with the key names model configs use; the formulas are in
-:mod:`course_embed.rope_scaling`, the checks and the reading of whole model configs in
-:mod:`course_embed.rope_config`): ``"linear"`` position interpolation (Chen et al., 2023), ``"ntk"`` NTK-aware base
-scaling (bloc97, 2023), ``"dynamic"`` NTK (emozilla, 2023), ``"yarn"`` (Peng et al., 2024), which also sets an
-attention temperature (with DeepSeek's ``mscale`` options, see :func:`~course_embed.rope_scaling.softmax_scale`),
-``"llama3"`` (Llama 3.1: a wavelength-based blend of keeping and interpolating) and ``"longrope"`` (Ding et al.,
-2024: one searched factor per pair, a short and a long set). The formulas follow Hugging Face
-``transformers.modeling_rope_utils``, against which ``tests/test_oracles.py`` checks them.
+Context extension (``rope_scaling``, with the key names model configs use) only changes the frequencies
+``theta_i`` and multiplies cos and sin by an attention factor: each type is a pure function from the config to
+both, in :mod:`course_embed.rope_scaling`; :mod:`course_embed.rope_config` checks configs and reads whole model
+configs. The formulas follow Hugging Face ``transformers.modeling_rope_utils``, against which
+``tests/test_oracles.py`` checks them.
 
-Angles are computed in float64 and rounded to float32 before any narrower cast (angles in half precision are a known
-bug: positions above 256 collide in bfloat16); a float64 input gets float64 tables.
+There are no tables: like transformers, every call computes the cos and sin of its own positions from the
+frequencies (a ``(p,)`` buffer), in float64, rounded to float32 before any narrower cast (angles in half precision
+are a known bug: positions above 256 collide in bfloat16); a float64 input is rotated with float64 cos/sin. So
+no position is "past the table", no state grows, and nothing syncs the host with the device.
 """
 
 from __future__ import annotations
@@ -36,11 +34,9 @@ from typing import Literal
 import torch
 from torch import nn
 
-from .checks import check_offset
-from .rope_apply import rotate, rotation_tables
+from .checks import check_device_dtype, check_offset
 from .rope_config import ROPE_SCALINGS, check_rope_scaling, rope_kwargs, rotary_dims
-from .rope_scaling import (  # the scalings RotaryEmbedding applies; ce.rope_parameters etc. come from here
-    _check_base,
+from .rope_scaling import (  # re-exported: `rotary` is the one module to read about RoPE
     _check_head_dim,
     dynamic_ntk_base,
     llama3_frequencies,
@@ -53,7 +49,6 @@ from .rope_scaling import (  # the scalings RotaryEmbedding applies; ce.rope_par
     yarn_ramp,
 )
 
-# The scalings live in rope_scaling; they are re-exported here so that `rotary` stays the one module to read about RoPE.
 __all__ = [
     "LAYOUTS",
     "ROPE_SCALINGS",
@@ -61,6 +56,8 @@ __all__ = [
     "DynamicRule",
     "Layout",
     "RotaryEmbedding",
+    "TransformersRotary",
+    "apply_rotary",
     "dynamic_ntk_base",
     "layout_permutation",
     "llama3_frequencies",
@@ -91,20 +88,54 @@ def layout_permutation(head_dim: int) -> torch.Tensor:
     return torch.stack((torch.arange(half), torch.arange(half, head_dim)), dim=-1).flatten()
 
 
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """Rotate the first ``r = 2p`` dims of ``x`` ``(b, h, s, h_d)`` pair by pair; the rest pass through.
+
+    ``cos`` and ``sin`` ``(b, 1, s, p)`` (or broadcastable) are those of the angles ``m theta_i``, in ``x``'s dtype.
+    """
+    p = cos.shape[-1]
+    if layout == "interleaved":
+        x1, x2 = x[..., 0 : 2 * p : 2], x[..., 1 : 2 * p : 2]  # (b, h, s, p) each: dims 2i and 2i + 1
+        rotated = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+    else:
+        x1, x2 = x[..., :p], x[..., p : 2 * p]  # dims i and i + p
+        rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    if 2 * p == x.shape[-1]:
+        return rotated
+    return torch.cat((rotated, x[..., 2 * p :]), dim=-1)  # partial RoPE (Phi, GPT-NeoX): the rest passes
+
+
+class _Fixed:
+    """A constructor argument the frequencies are built from: readable, and assigning it raises a clear error."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, module, owner=None):
+        return self if module is None else module.__dict__["_fixed"][self.name]
+
+    def __set__(self, module, value) -> None:
+        raise AttributeError(
+            f"RotaryEmbedding.{self.name} is fixed at construction (the frequencies are built from it), so "
+            f"assigning {value!r} would change nothing; build a new RotaryEmbedding with {self.name}={value!r}"
+        )
+
+
 class RotaryEmbedding(nn.Module):
     """Rotates queries and keys by their positions (RoPE), optionally with a context-extension scaling.
 
     Args:
         head_dim: ``h_d`` (even).
-        base: ``rope_theta``, 10000 in RoFormer and LLaMA (a ``rope_theta`` key in ``rope_scaling`` takes its place).
+        base: ``rope_theta``; ``None`` (default) means ``rope_scaling["rope_theta"]`` if given, else 10000
+            (RoFormer, LLaMA). Giving both with different values raises.
         layout: ``"interleaved"`` (adjacent pairs, RoFormer) or ``"half"`` (rotate_half, the Hugging Face
             checkpoints).
         rope_scaling: ``None`` or a config dict, see :func:`rope_parameters`; checked here, at construction.
             ``attention_factor`` (YaRN's temperature) multiplies cos and sin, so rotated vectors are that much
             longer. With ``partial_rotary_factor`` ``f`` only the first ``int(h_d f)`` dims of each head rotate.
             For a whole model config use :meth:`from_config`.
-        max_len: rows of the cos/sin tables built at the first call (per device and dtype).
         dynamic_rule: which length sets dynamic NTK's base, see below.
+        device: where the frequencies live (they follow ``module.to``).
 
     Shapes:
         ``forward(q, k, offset=0, position_ids=None)``: ``(b, h, s, h_d)`` each -> the rotated ``(q, k)``, same
@@ -112,68 +143,98 @@ class RotaryEmbedding(nn.Module):
         cache; an int, a numpy integer or a 0-d tensor), or per sequence: ``position_ids`` ``(b, s)`` (or
         ``(1, s)``) as Hugging Face takes them, or a 1-d ``offset`` tensor ``(b,)`` meaning ``offset[:, None] +
         arange(s)``. A left-padded batch decodes correctly with ``position_ids = attention_mask.cumsum(-1) - 1``
-        (pad positions clamped to 0). ``q`` and ``k`` may differ in ``h`` (grouped-query attention).
+        (pad positions clamped to 0). ``q`` and ``k`` may differ in ``h`` (grouped-query attention). Nothing in
+        the shapes tells ``(b, h, s, h_d)`` from ``(b, s, h, h_d)`` when ``q`` and ``k`` have as many heads:
+        transpose the latter with ``q.transpose(1, 2)``.
 
-    Tables: the rows for positions ``0 .. max(max_len, end) - 1`` are kept per (frequency set, device, dtype),
-    keys this module controls, never data pointers. They are built by a call that ends within ``max_len`` or
-    covers at least half of the rows up to its end (a cost proportional to the call's own length); a shorter call
-    past them (a decoding step, or the first step with LongRoPE's long factors) computes its own rows and keeps
-    nothing, so no step pays for a rebuild and the memory held is what ``max_len`` and the longest prompt need.
+    Buffers (not saved in the ``state_dict``: they are computed from the arguments): ``inv_freq`` ``(p,)`` float64
+    (LongRoPE also ``inv_freq_long``, used once a call reaches past the original length ``L0``), and for
+    ``dynamic_rule="transformers"`` the longest length seen. ``module.to``, ``.double()``, ``.half()`` and
+    ``to_empty`` recompute the frequencies in float64 on the new device, so they are never a widened or narrowed
+    copy; :meth:`reset_parameters` does the same after deferred initialisation on the meta device.
 
-    Dynamic NTK (``"dynamic"``): up to the original length ``L0`` plain RoPE; past it the base grows with a length
-    ``L``, ``base * (factor L / L0 - (factor - 1))**(h_d / (h_d - 2))``, and every row of the call is computed with
-    it (keys already in a KV cache keep the frequencies they were rotated with). ``dynamic_rule="paper"``
-    (default): ``L`` is the current length ``offset + s`` (the rule of the YaRN paper, section 3.3; stateless).
+    Dynamic NTK (``"dynamic"``): up to ``L0`` plain RoPE; past it the base grows with a length ``L``,
+    ``base * (factor L / L0 - (factor - 1))**(r / (r - 2))``, and the whole call uses it (keys already in a KV
+    cache keep the frequencies they were rotated with). ``dynamic_rule="paper"`` (default): ``L`` is the call's
+    length, its largest position plus one (the rule of the YaRN paper, section 3.3; stateless).
     ``dynamic_rule="transformers"``: Hugging Face's ``dynamic_rope_update``, which is stateful: ``L`` is the longest
     length seen so far, kept until a call shorter than ``L0`` resets it to ``L0``. The two differ whenever a call is
-    shorter than an earlier one but longer than ``L0``: a prompt of 1.25 L0 after one of 1.5 L0 uses 1.5 L0 under
-    the transformers rule, 1.25 L0 under the paper's; decoding steps at 2 L0 after a longer prompt likewise.
-    transformers' dynamic ``L0`` is ``max_position_embeddings`` (:meth:`from_config` sets it so).
-
-    LongRoPE uses the long factors for every position once the call reaches past ``L0`` (as transformers does).
+    shorter than an earlier one but longer than ``L0``. transformers' dynamic ``L0`` is
+    ``max_position_embeddings`` (:meth:`from_config` sets it so). All of it is computed on the device, so a call
+    with ``position_ids`` never waits for their values.
 
     Reference: complex multiplication ``(x_{2i} + i x_{2i+1}) * exp(i m theta_i)`` in float64, and transformers'
-    ``apply_rotary_pos_emb`` (tests).
+    ``apply_rotary_pos_emb`` with its rotary modules (tests).
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> rope = ce.RotaryEmbedding(64)
+        >>> q, k = torch.randn(2, 8, 5, 64), torch.randn(2, 2, 5, 64)  # (b, h, s, h_d), 2 KV heads
+        >>> q_rot, k_rot = rope(q, k, offset=3)  # positions 3 .. 7
+        >>> q_rot.shape, k_rot.shape
+        (torch.Size([2, 8, 5, 64]), torch.Size([2, 2, 5, 64]))
+        >>> bool(torch.allclose(q_rot.norm(dim=-1), q.norm(dim=-1), atol=1e-5))  # rotations keep norms
+        True
     """
+
+    head_dim = _Fixed()
+    base = _Fixed()
+    layout = _Fixed()
+    rope_scaling = _Fixed()
+    rope_type = _Fixed()
+    rotary_dim = _Fixed()
+    attention_factor = _Fixed()
+    dynamic_rule = _Fixed()
+
+    inv_freq: torch.Tensor
 
     def __init__(
         self,
         head_dim: int,
-        base: float = 10000.0,
+        base: float | None = None,
         *,
         layout: Layout = "interleaved",
         rope_scaling: dict | None = None,
-        max_len: int = 2048,
         dynamic_rule: DynamicRule = "paper",
+        device=None,
     ):
         super().__init__()
         _check_head_dim(head_dim)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-            raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
         if dynamic_rule not in DYNAMIC_RULES:
             raise ValueError(
                 f"dynamic_rule must be one of {DYNAMIC_RULES} (the current length, or transformers' longest length "
                 f"seen), got {dynamic_rule!r}"
             )
+        check_device_dtype(device)
         scaling = check_rope_scaling(rope_scaling)
         theta = scaling.get("rope_theta")
-        if theta is not None and base != 10000.0 and theta != base:
-            raise ValueError(f"base={base} and rope_scaling['rope_theta']={theta} disagree; give the base in one place")
-        self.head_dim, self.base, self.layout = head_dim, _check_base(theta or base), layout
-        self.rope_scaling = dict(rope_scaling) if rope_scaling else None
-        self.rope_type = scaling["rope_type"]
-        self.rotary_dim = rotary_dims(head_dim, scaling)
-        self.max_len, self.dynamic_rule = max_len, dynamic_rule
+        if base is not None and theta is not None and float(base) != theta:
+            raise ValueError(
+                f"base={base} and rope_scaling['rope_theta']={theta} disagree; give the base in one place (leave "
+                f"base=None to take the config's)"
+            )
+        base = base if base is not None else (theta or 10000.0)
+        _, attention = rope_parameters(head_dim, base, scaling)  # checks every value now
+        self.__dict__["_fixed"] = {
+            "head_dim": head_dim,
+            "base": float(base),
+            "layout": layout,
+            "rope_scaling": dict(rope_scaling) if rope_scaling else None,
+            "rope_type": scaling["rope_type"],
+            "rotary_dim": rotary_dims(head_dim, scaling),
+            "attention_factor": attention,
+            "dynamic_rule": dynamic_rule,
+        }
         self._scaling = scaling
-        # frequency set -> (theta (p,) float64, attention factor); rope_parameters checks every value now
-        self._theta = {"plain": rope_parameters(head_dim, self.base, scaling)}
+        self._original = scaling.get("original_max_position_embeddings", 1)  # L0
+        self.register_buffer("inv_freq", torch.empty(0, device=device), persistent=False)
         if self.rope_type == "longrope":
-            self._theta["long"] = rope_parameters(head_dim, self.base, scaling, seq_len=self._original + 1)
-        self.attention_factor = self._theta["plain"][1]
-        self._tables: dict[tuple, tuple[torch.Tensor, ...]] = {}  # (set, device, dtype) -> rows 0 .. n - 1
-        self._longest = self._original  # the transformers rule's state
+            self.register_buffer("inv_freq_long", torch.empty(0, device=device), persistent=False)
+        if self.dynamic_rule == "transformers" and self.rope_type == "dynamic":
+            self.register_buffer("longest", torch.empty((), dtype=torch.long, device=device), persistent=False)
+        self.reset_parameters()
 
     @classmethod
     def from_config(cls, config, *, layout: Layout = "half", **kwargs) -> RotaryEmbedding:
@@ -181,123 +242,102 @@ class RotaryEmbedding(nn.Module):
 
         Args:
             config: a transformers config object or its dict (transformers 4 ``rope_scaling`` or 5
-                ``rope_parameters``); see :func:`~course_embed.rope_config.rope_kwargs` for what is read.
+                ``rope_parameters``, GPT-NeoX's ``rotary_emb_base`` and ``rotary_pct``); see
+                :func:`~course_embed.rope_config.rope_kwargs` for what is read.
             layout: ``"half"``, the layout of Hugging Face checkpoints.
-            kwargs: other arguments of the constructor (``max_len``, ``dynamic_rule``).
+            kwargs: other arguments of the constructor (``dynamic_rule``, ``device``).
         """
         return cls(**(rope_kwargs(config) | {"layout": layout} | kwargs))
 
-    @property
-    def _original(self) -> int:
-        return self._scaling.get("original_max_position_embeddings", 1)
+    def reset_parameters(self) -> None:
+        """Compute the frequencies (float64, on the buffers' device) and reset the dynamic rule's state."""
+        self._build_frequencies()
+        if hasattr(self, "longest"):
+            self.longest.fill_(self._original)
 
-    def _frequency_set(self, end: int, update: bool = True) -> str | int:
-        """The frequencies for a call reaching position ``end - 1``: ``"plain"``, ``"long"``, or a dynamic length."""
+    def _build_frequencies(self) -> None:
+        device = self.inv_freq.device
+        dtype = torch.float32 if device.type == "mps" else torch.float64  # MPS has no float64
+        freqs, _ = rope_parameters(self.head_dim, self.base, self._scaling)
+        self.inv_freq = freqs.to(device=device, dtype=dtype)
         if self.rope_type == "longrope":
-            return "long" if end > self._original else "plain"
+            long, _ = rope_parameters(self.head_dim, self.base, self._scaling, seq_len=self._original + 1)
+            self.inv_freq_long = long.to(device=device, dtype=dtype)
+
+    def _apply(self, fn, recurse=True):
+        """``module.to``, ``.double()``, ``to_empty``, ...: move the buffers, then recompute the frequencies there."""
+        super()._apply(fn, recurse)
+        if self.inv_freq.device.type != "meta":
+            self._build_frequencies()
+        return self
+
+    def frequencies(self, end: torch.Tensor) -> torch.Tensor:
+        """The inverse frequencies ``(p,)`` of a call reaching position ``end - 1`` (``end``: a 0-d int64 tensor, the
+        longest sequence of the batch, as in transformers); only LongRoPE and dynamic NTK depend on it."""
+        if self.rope_type == "longrope":
+            return torch.where(end > self._original, self.inv_freq_long, self.inv_freq)
         if self.rope_type != "dynamic":
-            return "plain"
-        length = end
+            return self.inv_freq
+        length = end.to(self.inv_freq.device)
         if self.dynamic_rule == "transformers":
-            length = end if end > self._longest else (self._original if end < self._original else self._longest)
-            if update:
-                self._longest = length
-        return length if length > self._original else "plain"
+            longest = torch.where(length < self._original, self._original, self.longest)
+            length = torch.maximum(length, longest)
+            self.longest.copy_(length)
+        length = length.clamp(min=self._original).to(self.inv_freq.dtype)
+        factor, r = self._scaling["factor"], self.rotary_dim
+        base = self.base * (factor * length / self._original - (factor - 1)) ** (r / (r - 2))
+        exponents = torch.arange(0, r, 2, device=self.inv_freq.device, dtype=self.inv_freq.dtype) / r
+        return base ** -exponents
 
-    def _angles(self, which: str | int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """float64 cos and sin (times the attention factor) at ``positions`` ``(n,)`` or ``(b, s)``: ``(..., p)``."""
-        if isinstance(which, int):  # dynamic NTK at length `which`
-            scaling = self._scaling
-            base = dynamic_ntk_base(self.base, self.rotary_dim, scaling["factor"], which, self._original)
-            theta, scale = rope_frequencies(self.rotary_dim, base), 1.0
-        else:
-            theta, scale = self._theta[which]
-        device = positions.device if positions.device.type in ("cpu", "cuda") else "cpu"  # MPS has no float64
-        angles = positions.to(device=device, dtype=torch.float64)[..., None] * theta.to(device)
-        return angles.cos() * scale, angles.sin() * scale
-
-    def _rows(self, start: int, end: int, position_ids, device, dtype) -> tuple[torch.Tensor, ...]:
-        """Rotation tables for positions ``start .. end - 1`` ``(s, w)``, or at ``position_ids`` ``(b, 1, s, w)``."""
-        which = self._frequency_set(end)
-        key = (which, torch.device(device), dtype)
-        tables = self._tables.get(key) if isinstance(which, str) else None
-        if isinstance(which, str) and (tables is None or tables[0].shape[0] < end):
-            if 2 * (end - start) >= end or end <= self.max_len:  # the call covers half the rows: build them
-                size = max(end, self.max_len)
-                tables = rotation_tables(*self._angles(which, torch.arange(size)), self.layout, dtype, device)
-                self._tables[key] = tables
-            else:
-                tables = None  # a short call past the tables (a decoding step): its own rows, below
-        if tables is None:
-            positions = torch.arange(start, end) if position_ids is None else position_ids
-            tables = rotation_tables(*self._angles(which, positions), self.layout, dtype, device)
-            return tuple(t[:, None] for t in tables) if position_ids is not None else tables
-        if position_ids is None:
-            return tuple(t[start:end] for t in tables)
-        return tuple(t[position_ids.to(t.device)][:, None] for t in tables)  # (b, 1, s, w)
-
-    def _positions(self, x: torch.Tensor, offset, position_ids) -> tuple[int, int, torch.Tensor | None]:
-        """``(start, end, position_ids or None)`` of a call on ``x`` ``(b, h, s, h_d)``, checked."""
-        b, length = x.shape[0], x.shape[-2]
+    def positions(self, x: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The checked positions of a call on ``x`` ``(b, h, s, h_d)``: ``(b, s)`` or ``(1, s)`` int64 on its
+        device, from ``offset`` (an integer, or a ``(b,)`` tensor of per-sequence starts) or ``position_ids``."""
+        b, s = x.shape[0], x.shape[-2]
         if isinstance(offset, torch.Tensor) and offset.dim() == 1:
             if position_ids is not None:
                 raise ValueError("give per-sequence positions once: a 1-d offset or position_ids, not both")
-            position_ids, offset = offset[:, None] + torch.arange(length, device=offset.device), 0
+            if offset.shape[0] not in (1, b) or offset.is_floating_point():
+                raise ValueError(
+                    f"a 1-d offset holds one start per sequence: shape ({b},) of integers for a batch of {b}, got "
+                    f"shape {tuple(offset.shape)} and dtype {offset.dtype}; pass an int for one start for all"
+                )
+            return _checked(offset[:, None].to(x.device) + torch.arange(s, device=x.device))
         if position_ids is None:
             start = check_offset(offset)
-            return start, start + length, None
+            return torch.arange(start, start + s, device=x.device)[None]
         if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point():
-            raise TypeError("position_ids must be an integer tensor of shape (batch, seq), e.g. mask.cumsum(-1) - 1")
-        if position_ids.dim() == 1:
-            position_ids = position_ids[None]
-        if position_ids.dim() != 2 or position_ids.shape[1] != length or position_ids.shape[0] not in (1, b):
-            message = (
-                f"position_ids of shape {tuple(position_ids.shape)} do not match x of shape {tuple(x.shape)}: they "
-                f"must be (batch, seq) = ({b}, {length}) or (1, {length}); x is (batch, heads, seq, head_dim)"
+            raise TypeError(
+                f"position_ids must be an integer tensor of shape (batch, seq), e.g. mask.cumsum(-1) - 1, got "
+                f"{getattr(position_ids, 'dtype', type(position_ids).__name__)}"
             )
-            if position_ids.shape[-1] == x.shape[1]:
-                message += ", and yours looks (batch, seq, heads, head_dim): use x.transpose(1, 2)"
-            raise ValueError(message)
         if check_offset(offset) != 0:
             raise ValueError("give positions once: offset or position_ids, not both (add the offset to the ids)")
-        lo, hi = (int(v) for v in torch.aminmax(position_ids)) if position_ids.numel() else (0, -1)
-        if lo < 0:
-            raise ValueError(f"position_ids must be >= 0, got {lo}; clamp the pad positions, e.g. .clamp(min=0)")
-        return 0, hi + 1, position_ids.long()
-
-    def _check(self, x: torch.Tensor, name: str = "x") -> None:
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            kind = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-            raise TypeError(
-                f"{name}: RoPE rotates floating-point queries/keys of shape (batch, heads, seq, head_dim), got {kind}"
+        ids = position_ids[None] if position_ids.dim() == 1 else position_ids
+        if ids.dim() != 2 or ids.shape[1] != s or ids.shape[0] not in (1, b):
+            message = (
+                f"position_ids of shape {tuple(position_ids.shape)} do not match x of shape {tuple(x.shape)}: they "
+                f"must be (batch, seq) = ({b}, {s}) or (1, {s}); x is (batch, heads, seq, head_dim)"
             )
-        if x.dim() != 4 or x.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"{name} must have shape (batch, heads, seq, head_dim={self.head_dim}), got {tuple(x.shape)}; "
-                f"from (batch, seq, heads, head_dim) use {name}.transpose(1, 2)"
-            )
+            if ids.shape[-1] == x.shape[1]:
+                message += ", and yours looks (batch, seq, heads, head_dim): use x.transpose(1, 2)"
+            raise ValueError(message)
+        return _checked(ids.to(device=x.device, dtype=torch.long))
 
-    def cos_sin(
-        self, length: int, offset: int = 0, *, dtype=torch.float32, device=None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin (times the attention factor) for positions ``offset .. offset + length - 1``: ``(s, p)`` each.
-
-        Computed afresh from float64 angles (no tables, no state changed), rounded through float32 for narrower
-        dtypes.
-        """
-        offset = check_offset(offset)
-        which = self._frequency_set(offset + length, update=False)
-        cos, sin = self._angles(which, torch.arange(offset, offset + length))
+    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
+        """cos and sin (times the attention factor) of the angles at ``positions`` ``(b, s)``: ``(b, 1, s, p)``
+        each in ``dtype``, from float64 angles rounded once to float32 (then to a narrower dtype)."""
+        end = positions.amax() + 1 if positions.numel() else positions.new_zeros(())  # the call's length
+        angles = positions[:, None, :, None].to(self.inv_freq.dtype) * self.frequencies(end)  # (b, 1, s, p)
+        cos, sin = angles.cos() * self.attention_factor, angles.sin() * self.attention_factor
         if dtype != torch.float64:
             cos, sin = cos.float(), sin.float()
-        return cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype)
+        return cos.to(dtype), sin.to(dtype)
 
     def rotate(self, x: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Rotate ``x`` ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1`` (or ``position_ids``
         ``(b, s)``); returns ``(b, h, s, h_d)``."""
         self._check(x)
-        start, end, ids = self._positions(x, offset, position_ids)
-        return rotate(x, self._rows(start, end, ids, x.device, x.dtype), self.layout, self.rotary_dim)
+        return apply_rotary(x, *self.cos_sin(self.positions(x, offset, position_ids), x.dtype), self.layout)
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None
@@ -313,14 +353,71 @@ class RotaryEmbedding(nn.Module):
             if q.shape[1] == k.shape[1]:
                 message += ", or if yours are (batch, seq, heads, head_dim) use .transpose(1, 2)"
             raise ValueError(message)
-        start, end, ids = self._positions(q, offset, position_ids)
-        tables = self._rows(start, end, ids, q.device, q.dtype)
+        positions = self.positions(q, offset, position_ids)
+        cos, sin = self.cos_sin(positions, q.dtype)
         if k.dtype != q.dtype or k.device != q.device:
-            return rotate(q, tables, self.layout, self.rotary_dim), self.rotate(k, offset, position_ids)
-        return rotate(q, tables, self.layout, self.rotary_dim), rotate(k, tables, self.layout, self.rotary_dim)
+            return apply_rotary(q, cos, sin, self.layout), self.rotate(k, offset, position_ids)
+        return apply_rotary(q, cos, sin, self.layout), apply_rotary(k, cos, sin, self.layout)
+
+    def for_transformers(self) -> TransformersRotary:
+        """This RoPE as a Hugging Face rotary module: ``model.model.rotary_emb = rope.for_transformers()``.
+
+        The returned module's ``forward(x, position_ids)`` gives transformers' ``(cos, sin)`` ``(b, s, r)`` in
+        ``x``'s dtype, which the model's own ``apply_rotary_pos_emb`` uses (the ``"half"`` layout only).
+        """
+        if self.layout != "half":
+            raise ValueError(
+                f"transformers' apply_rotary_pos_emb rotates the 'half' layout, this RoPE has layout={self.layout!r}; "
+                f"build it with RotaryEmbedding.from_config(config), whose layout is 'half'"
+            )
+        return TransformersRotary(self)
+
+    def _check(self, x: torch.Tensor, name: str = "x") -> None:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            kind = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+            raise TypeError(
+                f"{name}: RoPE rotates floating-point queries/keys of shape (batch, heads, seq, head_dim), got "
+                f"{kind}; pass {name}.float() if it holds activations"
+            )
+        if x.dim() != 4 or x.shape[-1] != self.head_dim:
+            raise ValueError(
+                f"{name} must have shape (batch, heads, seq, head_dim={self.head_dim}), got {tuple(x.shape)}; "
+                f"from (batch, seq, heads, head_dim) use {name}.transpose(1, 2)"
+            )
 
     def extra_repr(self) -> str:
         partial = f", rotary_dim={self.rotary_dim}" if self.rotary_dim != self.head_dim else ""
         return (
             f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, scaling={self.rope_type!r}{partial}"
         )
+
+
+def _checked(positions: torch.Tensor) -> torch.Tensor:
+    """``positions`` ``(b, s)``, checked to be >= 0: on the host for CPU tensors, on the device otherwise (no sync)."""
+    if positions.numel() == 0 or positions.device.type == "meta":
+        return positions
+    message = "position_ids must be >= 0; clamp the pad positions, e.g. position_ids.clamp(min=0)"
+    if positions.device.type != "cpu" or torch.compiler.is_compiling():
+        torch._assert_async(positions.min() >= 0, message)
+    elif int(positions.min()) < 0:
+        raise ValueError(f"{message} (got {int(positions.min())})")
+    return positions
+
+
+class TransformersRotary(nn.Module):
+    """A :class:`RotaryEmbedding` in the place of a Hugging Face model's ``rotary_emb``.
+
+    ``forward(x, position_ids)``: ``x`` any tensor whose dtype and device the result takes (transformers passes
+    the hidden states), ``position_ids`` ``(b, s)`` -> ``(cos, sin)`` ``(b, s, r)`` each, the angles' cosine and
+    sine (times the attention factor) in transformers' ``rotate_half`` order ``[c_0 .. c_{p-1}, c_0 .. c_{p-1}]``.
+    """
+
+    def __init__(self, rope: RotaryEmbedding):
+        super().__init__()
+        self.rope = rope
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        """``kwargs`` (such as ``layer_type``) are accepted for transformers' call signature and not used."""
+        positions = _checked(position_ids.to(device=x.device, dtype=torch.long))
+        cos, sin = self.rope.cos_sin(positions, x.dtype)
+        return torch.cat((cos, cos), dim=-1)[:, 0], torch.cat((sin, sin), dim=-1)[:, 0]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_device_dtype, check_features, check_number, check_offset
+from .checks import check_device_dtype, check_features, check_number, check_offset, check_size
 
 
 def _angle_dtype(device: torch.device) -> torch.dtype:
@@ -55,8 +55,7 @@ def sinusoidal_table(
     Returns:
         ``(s, d)`` tensor; even columns are sines, odd columns cosines.
     """
-    if length < 0:
-        raise ValueError(f"length must be >= 0, got {length}")
+    length = check_size(length, "length", minimum=0)
     offset = check_offset(offset)
     device = torch.device(device) if device is not None else torch.device("cpu")
     work = _angle_dtype(device)
@@ -106,6 +105,18 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("table", sinusoidal_table(max_len, d_model, base, device=device), persistent=False)
         self._casts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (dtype, device) -> (source, cast)
 
+    def reset_parameters(self) -> None:
+        """Recompute the table from float64 angles, in its dtype on its device (after ``to_empty``: deferred init)."""
+        rows, dtype, device = self.table.shape[0], self.table.dtype, self.table.device
+        if device.type != "meta":
+            self.table = sinusoidal_table(rows, self.d_model, self.base, dtype=dtype, device=device)
+
+    def _apply(self, fn, recurse=True):
+        """``module.to``, ``.double()``, ``to_empty``, ...: the table is recomputed, never widened or left empty."""
+        super()._apply(fn, recurse)
+        self.reset_parameters()
+        return self
+
     def _table_as(self, dtype, device) -> torch.Tensor:
         """The whole cached table in ``dtype`` on ``device``, cast once and reused until the table changes."""
         device = torch.device(device) if device is not None else None
@@ -126,10 +137,12 @@ class SinusoidalPositionalEncoding(nn.Module):
     def encoding(self, length: int, offset: int = 0, *, dtype=None, device=None) -> torch.Tensor:
         """Rows for positions ``offset .. offset + length - 1``: ``(length, d)``, cast to ``dtype``/``device``."""
         offset = check_offset(offset)
-        end = offset + length
+        end = offset + check_size(length, "length", minimum=0)
         if end > self.table.shape[0]:
             new_len = max(end, 2 * self.table.shape[0])
-            self.table = sinusoidal_table(new_len, self.d_model, self.base, device=self.table.device)
+            self.table = sinusoidal_table(
+                new_len, self.d_model, self.base, dtype=self.table.dtype, device=self.table.device
+            )
         return self._table_as(dtype, device)[offset:end]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:

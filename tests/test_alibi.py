@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+
 import pytest
 import torch
 
@@ -95,13 +97,25 @@ def test_key_only_bias_as_sdpa_mask_when_decoding(gen):
 
 
 def test_bad_inputs():
-    for bad in (0, -2, 2.0):
+    for bad in (0, -2):
         with pytest.raises(ValueError, match="num_heads must be a positive integer"):
             alibi_slopes(bad)
+    with pytest.raises(TypeError, match=r"num_heads must be a whole number .*got 2.0 .*int\(num_heads\)"):
+        alibi_slopes(2.0)
+    assert torch.equal(alibi_slopes(np.int64(8)), alibi_slopes(torch.tensor(8)))  # integer counts of any kind
     slopes = alibi_slopes(4)
+    with pytest.raises(TypeError, match=r"key_len must be a whole number .*got 10.5"):
+        alibi_bias(slopes, 10.5)
     with pytest.raises(ValueError, match="key_len must be a positive integer"):
         alibi_bias(slopes, 0)
     with pytest.raises(ValueError, match=r"query_len must be in \[1, key_len=4\]"):
         alibi_bias(slopes, 4, query_len=5)
     with pytest.raises(ValueError, match=r"slopes must be a \(heads,\) tensor"):
         alibi_bias(slopes[None], 4)
+
+
+def test_bfloat16_bias_is_computed_in_float32_and_rounded_once():
+    """bfloat16 key positions collide above 256; the bias of 2000 keys is float32 work cast once (BLOOM's way)."""
+    slopes = alibi_slopes(8, dtype=torch.bfloat16)
+    expected = (slopes.float()[:, None] * (torch.arange(2000.0) - 1999))[:, None, :].bfloat16()
+    assert torch.equal(alibi_bias(slopes, 2000), expected)

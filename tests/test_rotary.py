@@ -1,6 +1,7 @@
 """RoPE against independent formulations: float64 complex multiplication, the rotate_half formula, and the
 published scaling formulas (Hugging Face ``modeling_rope_utils``), re-derived here in plain Python."""
 
+import copy
 import math
 
 import pytest
@@ -55,7 +56,7 @@ def test_frequencies_closed_form():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_interleaved_is_complex_multiplication(device, gen, dtype):
     x = torch.randn(2, 3, 40, 16, generator=gen, dtype=torch.float64)
-    rope = RotaryEmbedding(16, layout="interleaved", max_len=8)  # also grows the cache
+    rope = RotaryEmbedding(16, layout="interleaved")  # also grows the cache
     out = rope.rotate(x.to(device=device, dtype=dtype), offset=5)
     assert out.dtype == dtype and out.device.type == device.type and out.shape == x.shape
     expected = reference_interleaved(x, torch.arange(5, 45), theta(16))
@@ -160,62 +161,51 @@ def test_forward_rotates_q_and_k_with_different_head_counts(gen):
 
 
 def test_cos_sin_are_float64_angles_rounded_once():
-    rope = RotaryEmbedding(8, max_len=64)
-    cos32, sin32 = rope.cos_sin(3)
-    assert cos32.dtype == torch.float32
+    rope = RotaryEmbedding(8)
+    cos32, sin32 = rope.cos_sin(torch.arange(3)[None])
+    assert cos32.dtype == torch.float32 and cos32.shape == (1, 1, 3, 4)
     angles = torch.arange(3, dtype=torch.float64)[:, None] * theta(8)
-    assert torch.equal(cos32, angles.cos().float()) and torch.equal(sin32, angles.sin().float())
-    cos16, _ = rope.cos_sin(10, offset=100, dtype=torch.float16)  # past max_len: computed all the same
+    assert torch.equal(cos32[0, 0], angles.cos().float()) and torch.equal(sin32[0, 0], angles.sin().float())
+    cos16, _ = rope.cos_sin(torch.arange(100, 110)[None], dtype=torch.float16)
     angles = torch.arange(100, 110, dtype=torch.float64)[:, None] * theta(8)
-    assert torch.equal(cos16, angles.cos().float().half())
+    assert torch.equal(cos16[0, 0], angles.cos().float().half())
 
 
-def test_tables_are_kept_per_device_and_dtype_and_short_calls_past_them_keep_nothing(gen):
-    rope = RotaryEmbedding(8, max_len=16, layout="half")
-    x = torch.randn(1, 2, 4, 8, generator=gen)
-    rope.rotate(x)
-    rope.rotate(x.double())
-    kept = {(k[0], k[2], tuple(t[0].shape)) for k, t in rope._tables.items()}
-    assert kept == {("plain", torch.float32, (16, 8)), ("plain", torch.float64, (16, 8))}
-    first = rope._tables[("plain", torch.device("cpu"), torch.float32)]
-    rope.rotate(x, offset=10)  # inside the tables: the same tensors
-    assert rope._tables[("plain", torch.device("cpu"), torch.float32)] is first
-    step = rope.rotate(x[:, :, :1], offset=1000)  # a decoding step far past them: its own row, nothing kept
-    assert rope._tables[("plain", torch.device("cpu"), torch.float32)][0].shape == (16, 8)
-    torch.testing.assert_close(step.double(), reference_half(x[:, :, :1].double(), torch.tensor([1000]), theta(8)))
-    prompt = torch.randn(1, 2, 40, 8, generator=gen)
-    rope.rotate(prompt)  # a long prompt: the tables grow to its end
-    assert rope._tables[("plain", torch.device("cpu"), torch.float32)][0].shape == (40, 8)
+def test_positions_far_out_cost_the_same_work_as_near_ones():
+    """No tables: a decoding step at position 30000 computes its own (1, p) angles, like one at position 3."""
+    rope = RotaryEmbedding(8, layout="half")
+    step = torch.randn(1, 2, 1, 8, dtype=torch.float64)
+    for position in (3, 30_000):
+        out = rope.rotate(step, offset=position)
+        torch.testing.assert_close(out, reference_half(step, torch.tensor([position]), theta(8)), rtol=0, atol=1e-12)
+    assert [name for name, _ in rope.named_buffers()] == ["inv_freq"]
 
 
 def test_float64_input_is_rotated_with_float64_tables(gen):
     """cos of the slowest pair of a 64-wide head at position 1 is 0.9999999911086029, not 1.0."""
     rope = RotaryEmbedding(64)
-    cos, sin = rope.cos_sin(3, dtype=torch.float64)
+    cos, sin = (t[0, 0] for t in rope.cos_sin(torch.arange(3)[None], dtype=torch.float64))
     angles = torch.arange(3, dtype=torch.float64)[:, None] * theta(64)
     torch.testing.assert_close(cos, angles.cos(), rtol=0, atol=1e-15)
     torch.testing.assert_close(sin, angles.sin(), rtol=0, atol=1e-15)
     assert cos[1, -1].item() == pytest.approx(0.9999999911086029, abs=1e-16)  # float32 gives 1.0
     for layout in LAYOUTS:
         x = torch.randn(2, 2, 300, 64, generator=gen, dtype=torch.float64)
-        out = RotaryEmbedding(64, layout=layout, max_len=16).rotate(x, offset=4000)
+        out = RotaryEmbedding(64, layout=layout).rotate(x, offset=4000)
         reference = (reference_interleaved if layout == "interleaved" else reference_half)(
             x, torch.arange(4000, 4300), theta(64)
         )
         torch.testing.assert_close(out, reference, rtol=0, atol=1e-12)
 
 
-def test_float32_results_do_not_depend_on_float64_use(gen):
+def test_float32_results_are_float64_angles_rounded_once(gen):
     x = torch.randn(1, 2, 50, 16, generator=gen)
-    fresh = RotaryEmbedding(16, max_len=8).rotate(x, offset=3)
-    mixed = RotaryEmbedding(16, max_len=8)
-    mixed.rotate(x.double(), offset=100)
-    assert torch.equal(mixed.rotate(x, offset=3), fresh)
+    fresh = RotaryEmbedding(16).rotate(x, offset=3)
     angles = torch.arange(3, 53, dtype=torch.float64)[:, None] * theta(16)  # float64 angles rounded once
     expected = torch.view_as_real(
         torch.view_as_complex(x.unflatten(-1, (-1, 2))) * torch.complex(angles.cos().float(), angles.sin().float())
     ).flatten(-2)
-    assert torch.equal(fresh, expected)
+    torch.testing.assert_close(fresh, expected, rtol=0, atol=4e-7)  # one float32 rounding of two products
 
 
 # --- context extension --------------------------------------------------------------------------------------
@@ -252,7 +242,7 @@ def test_dynamic_ntk_base(seq_len):
 
 def test_dynamic_module_is_plain_up_to_the_original_length_then_grows(gen):
     scaling = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 32}
-    rope = RotaryEmbedding(16, rope_scaling=scaling, max_len=8)
+    rope = RotaryEmbedding(16, rope_scaling=scaling)
     x = torch.randn(1, 1, 32, 16, generator=gen, dtype=torch.float64)
     torch.testing.assert_close(rope.rotate(x), reference_interleaved(x, torch.arange(32), theta(16)), **TABLE_TOL)
     long = torch.randn(1, 1, 100, 16, generator=gen, dtype=torch.float64)
@@ -268,13 +258,9 @@ def test_dynamic_module_is_plain_up_to_the_original_length_then_grows(gen):
     torch.testing.assert_close(rope.rotate(x), reference_interleaved(x, torch.arange(32), theta(16)), **TABLE_TOL)
 
 
-def test_dynamic_decoding_computes_only_the_rows_it_needs(monkeypatch):
-    """A decoding step past the original length builds a (1, p) table, not (position, p): flat cost."""
+def test_dynamic_decoding_steps_use_the_base_of_their_length():
     scaling = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 64}
     rope = RotaryEmbedding(16, rope_scaling=scaling)
-    built = []
-    real = RotaryEmbedding._angles
-    monkeypatch.setattr(RotaryEmbedding, "_angles", lambda self, w, p: built.append(p.numel()) or real(self, w, p))
     step = torch.randn(1, 1, 1, 16, dtype=torch.float64)
     for position in (100, 10_000, 30_000):
         out = rope.rotate(step, offset=position)
@@ -282,7 +268,6 @@ def test_dynamic_decoding_computes_only_the_rows_it_needs(monkeypatch):
             step, torch.tensor([position]), theta(16, hf_dynamic_base(10000.0, 16, 2.0, position + 1, 64))
         )
         torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
-    assert built == [1, 1, 1]
 
 
 def test_llama3_keeps_short_wavelengths_and_interpolates_long_ones():
@@ -319,7 +304,7 @@ def test_longrope_switches_factor_sets_at_the_original_length(gen):
     freqs, got = rope_parameters(8, 10000.0, scaling, seq_len=32)
     torch.testing.assert_close(freqs, theta(8) / torch.tensor(short, dtype=torch.float64), rtol=1e-15, atol=0)
     assert got == pytest.approx(attention, rel=1e-15)
-    rope = RotaryEmbedding(8, rope_scaling=scaling, max_len=8)
+    rope = RotaryEmbedding(8, rope_scaling=scaling)
     x = torch.randn(1, 1, 40, 8, generator=gen, dtype=torch.float64)
     for length, factors in ((32, short), (40, long)):
         expected = attention * reference_interleaved(
@@ -402,10 +387,10 @@ def test_yarn_attention_factor_scales_cos_and_sin(gen):
     assert yarn_attention_factor(1.0) == 1.0
     x = torch.randn(1, 1, 10, 32, generator=gen, dtype=torch.float64)
     torch.testing.assert_close(rope.rotate(x).norm(dim=-1), rope.attention_factor * x.norm(dim=-1), rtol=1e-6, atol=0)
-    cos, sin = rope.cos_sin(10)
+    cos, sin = rope.cos_sin(torch.arange(10)[None])
     torch.testing.assert_close(
         cos.double() ** 2 + sin.double() ** 2,
-        torch.full((10, 16), rope.attention_factor**2, dtype=torch.float64),
+        torch.full((1, 1, 10, 16), rope.attention_factor**2, dtype=torch.float64),
         rtol=1e-6,
         atol=0,
     )
@@ -434,8 +419,7 @@ def test_factor_one_is_plain_rope(gen, scaling):
         (dict(head_dim=7), "head_dim must be a positive even integer"),
         (dict(head_dim=8, base=1.0), "base .rope_theta. must be > 1"),
         (dict(head_dim=8, layout="rotate_half"), "layout must be one of"),
-        (dict(head_dim=8, max_len=0), "max_len must be a positive integer"),
-        (dict(head_dim=8, rope_scaling={"rope_type": "proportional", "factor": 2.0}), "rope_type'] must be one of"),
+        (dict(head_dim=8, rope_scaling={"rope_type": "proportinal", "factor": 2.0}), "rope_type'] must be one of"),
         (
             dict(head_dim=8, rope_scaling={"rope_type": "yarn", "factor": 2.0}),
             r"missing \['original_max_position_embeddings'\]",
@@ -469,13 +453,11 @@ def test_bad_inputs():
         rope.rotate(torch.zeros(1, 1, 4, 6))
     with pytest.raises(ValueError, match="offset must be >= 0"):
         rope.rotate(torch.zeros(1, 1, 4, 8), offset=-1)
-    with pytest.raises(ValueError, match="offset must be >= 0"):
-        rope.cos_sin(4, offset=-2)
     with pytest.raises(ValueError, match="same positions"):
         rope(torch.zeros(1, 1, 4, 8), torch.zeros(1, 1, 5, 8))
 
 
-def test_longrope_decoding_past_the_original_length_builds_no_long_table(gen):
+def test_longrope_decoding_past_the_original_length_uses_the_long_factors(gen):
     pairs = 4
     scaling = {
         "rope_type": "longrope",
@@ -484,11 +466,71 @@ def test_longrope_decoding_past_the_original_length_builds_no_long_table(gen):
         "short_factor": [1.0] * pairs,
         "long_factor": [2.0] * pairs,
     }
-    rope = RotaryEmbedding(8, rope_scaling=scaling, max_len=32, layout="half")
+    rope = RotaryEmbedding(8, rope_scaling=scaling, layout="half")
     rope.rotate(torch.randn(1, 1, 32, 8, generator=gen))
     step = torch.randn(1, 1, 1, 8, generator=gen, dtype=torch.float64)
-    out = rope.rotate(step, offset=5000)  # one step with the long factors: its own row
-    assert {key[0] for key in rope._tables} == {"plain"}
+    out = rope.rotate(step, offset=5000)  # one step with the long factors
     long_theta = theta(8) / torch.tensor([2.0] * pairs, dtype=torch.float64)
     attention = math.sqrt(1 + math.log(4.0) / math.log(64))
     torch.testing.assert_close(out, attention * reference_half(step, torch.tensor([5000]), long_theta))
+
+
+# --- the PyTorch toolchain ---------------------------------------------------------------------------------------
+
+DYNAMIC = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 8}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("scaling", [None, DYNAMIC])
+def test_compiles_in_both_layouts_to_one_graph(gen, layout, scaling):
+    rope = RotaryEmbedding(16, layout=layout, rope_scaling=scaling)
+    q, k = torch.randn(2, 4, 12, 16, generator=gen), torch.randn(2, 2, 12, 16, generator=gen)
+    compiled = torch.compile(rope, fullgraph=True, backend="eager")
+    for got, expected in zip(compiled(q, k, offset=3), rope(q, k, offset=3)):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    ids = torch.tensor([[0, 0, 1, 2] + list(range(3, 11)), list(range(12))])
+    torch.testing.assert_close(compiled(q, k, position_ids=ids)[0], rope(q, k, position_ids=ids)[0], rtol=0, atol=0)
+
+
+def test_the_labs_rope_model_compiles(gen):
+    from course_embed.lab.decoder import TinyLM
+
+    torch.manual_seed(0)
+    model = TinyLM(32, 2, 2, "rope", max_len=16).eval()
+    ids = torch.randint(0, 20, (2, 10), generator=gen)
+    torch.testing.assert_close(torch.compile(model, backend="eager")(ids), model(ids), rtol=0, atol=0)
+
+
+def test_deferred_initialisation_on_the_meta_device(gen):
+    scaling = {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 8,
+               "short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [1.0, 2.0, 4.0, 8.0]}  # fmt: skip
+    with torch.device("meta"):
+        lazy = RotaryEmbedding(8, rope_scaling=scaling)
+    assert lazy.inv_freq.is_meta
+    lazy.to_empty(device="cpu")
+    lazy.reset_parameters()
+    x = torch.randn(1, 2, 12, 8, generator=gen, dtype=torch.float64)
+    assert torch.equal(lazy.rotate(x), RotaryEmbedding(8, rope_scaling=scaling).rotate(x))
+
+
+def test_dtype_moves_keep_float64_frequencies_and_copies_are_independent(gen):
+    rope = RotaryEmbedding(64, rope_scaling=DYNAMIC, dynamic_rule="transformers")
+    for move in (torch.nn.Module.float, torch.nn.Module.half, torch.nn.Module.double):
+        move(rope)
+        torch.testing.assert_close(rope.inv_freq, theta(64), rtol=1e-15, atol=0)  # never a rounded copy
+    rope.rotate(torch.randn(1, 1, 20, 64, generator=gen))  # the transformers rule remembers length 20
+    twin = copy.deepcopy(rope)
+    assert twin.longest.item() == 20 and twin.longest.data_ptr() != rope.longest.data_ptr()
+    assert rope.state_dict() == {}  # everything is computed from the arguments
+    x = torch.randn(1, 1, 10, 64, generator=gen, dtype=torch.float64)
+    assert torch.equal(twin.rotate(x), rope.rotate(x))
+
+
+def test_construction_arguments_are_read_only():
+    rope = RotaryEmbedding(8)
+    for name, value in (("base", 500000.0), ("rope_scaling", {"rope_type": "linear", "factor": 4.0})):
+        with pytest.raises(AttributeError, match=f"RotaryEmbedding.{name} is fixed at construction.*new RotaryEmbedding"):
+            setattr(rope, name, value)
+    with pytest.raises(ValueError, match=r"base=10000.0 and rope_scaling\['rope_theta'\]=500000.0 disagree"):
+        RotaryEmbedding(8, base=10000.0, rope_scaling={"rope_theta": 500000.0})
+    assert RotaryEmbedding(8, rope_scaling={"rope_theta": 500000.0}).base == 500000.0

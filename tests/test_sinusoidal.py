@@ -158,3 +158,22 @@ def test_meta_device_shapes():
     pe = SinusoidalPositionalEncoding(256, max_len=16, device="meta")
     out = pe(torch.empty(2, 100, 256, device="meta"))
     assert out.shape == (2, 100, 256) and out.device.type == "meta"
+
+
+def test_lengths_must_be_whole_and_non_negative():
+    """Before: encoding(-3) sliced table[0:-3] (13 rows) and a length of 10.5 gave 11 rows."""
+    with pytest.raises(ValueError, match="length must be >= 0, got -3"):
+        SinusoidalPositionalEncoding(8, max_len=16).encoding(-3)
+    with pytest.raises(TypeError, match=r"length must be a whole number .*10.5.*int\(length\)"):
+        sinusoidal_table(10.5, 64)
+
+
+def test_double_and_deferred_initialisation_give_the_exact_table():
+    """Before: .double() widened the float32 table (3e-8 off) and to_empty left uninitialised memory."""
+    exact = sinusoidal_table(16, 8, dtype=torch.float64)
+    assert torch.equal(SinusoidalPositionalEncoding(8, max_len=16).double().table, exact)
+    with torch.device("meta"):
+        lazy = SinusoidalPositionalEncoding(8, max_len=16)
+    lazy.to_empty(device="cpu")
+    lazy.reset_parameters()
+    assert torch.equal(lazy.table, exact.float())
