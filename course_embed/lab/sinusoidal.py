@@ -314,7 +314,9 @@ def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 10
         image = _heatmap(left, table, d_model, base)
     fig.colorbar(image, ax=left, label="PE value")
     for j in explorer_dims(d_model):
-        right.plot(range(positions), table[:, j].numpy(), label=f"sine of pair {j // 2} (wavelength {lengths[j].item():.3g})")
+        right.plot(
+            range(positions), table[:, j].numpy(), label=f"sine of pair {j // 2} (wavelength {lengths[j].item():.3g})"
+        )
     right.set_xlabel("position")
     right.set_ylabel("PE value")
     right.set_ylim(-1.1, 1.6)
