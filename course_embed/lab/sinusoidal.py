@@ -294,7 +294,8 @@ def explorer_dims(d_model: int) -> list[int]:
 def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 100, halves: bool = True):
     """Two panels for a ``(positions, d_model)`` sinusoidal table: the heatmap, and a few columns as curves.
 
-    The curves are the sine columns :func:`explorer_dims`; the widget in :mod:`course_embed.lab.widgets` redraws
+    The curves are the sine columns :func:`explorer_dims`, labelled by their pair (the heatmap's layout moves the
+    columns, the pairs stay); the widget in :mod:`course_embed.lab.widgets` redraws
     this figure when its sliders move. With ``halves`` the heatmap shows the ``[sin | cos]`` layout
     (:func:`halves_layout`), without the interleaving stripes; otherwise the interleaved columns.
     """
@@ -313,7 +314,9 @@ def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 10
         image = _heatmap(left, table, d_model, base)
     fig.colorbar(image, ax=left, label="PE value")
     for j in explorer_dims(d_model):
-        right.plot(range(positions), table[:, j].numpy(), label=f"dim {j} (wavelength {lengths[j].item():.3g})")
+        right.plot(
+            range(positions), table[:, j].numpy(), label=f"sine of pair {j // 2} (wavelength {lengths[j].item():.3g})"
+        )
     right.set_xlabel("position")
     right.set_ylabel("PE value")
     right.set_ylim(-1.1, 1.6)
@@ -344,7 +347,7 @@ def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512,
     ax.set_xscale("log")
     ax.set_xlabel("offset k = |p - q| (positions)")
     ax.set_ylabel("PE[p] . PE[q] / (d/2)")
-    ax.set_title("PE(p) . PE(q) by offset (closed form): falling overall, with bumps, no trend past ~1000", fontsize=10)
+    ax.set_title("PE(p) . PE(q) by offset (closed form): bumps on a trend that falls until about k = base", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

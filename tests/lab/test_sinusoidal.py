@@ -267,7 +267,7 @@ def test_explorer_figure_draws_the_table_and_its_columns():
     assert sinusoidal.explorer_dims(32) == [0, 4, 8, 16]
     for line, j in zip(curves.lines, sinusoidal.explorer_dims(32), strict=False):
         np.testing.assert_array_equal(line.get_ydata(), table[:, j])
-        assert line.get_label().startswith(f"dim {j} ")
+        assert line.get_label().startswith(f"sine of pair {j // 2} ")
 
 
 def test_dot_by_offset_figure_plots_the_closed_form_and_marks_the_first_rise():
