@@ -122,7 +122,7 @@ SEARCH_JS = r"""document.addEventListener("DOMContentLoaded", () => {
     const page = new DOMParser().parseFromString(htmlText, "text/html");
     const main = page.querySelector('[role="main"]');
     if (!main) return null;
-    let scope = (anchor && main.querySelector(anchor)) || main;
+    let scope = (anchor && main.querySelector(anchor)) || main.querySelector("article") || main;  // not the menus
     if (scope.tagName === "DT" && scope.nextElementSibling) scope = scope.nextElementSibling;  // a term: its definition
     const words = [...keywords].map((k) => k.toLowerCase());
     let best = null;
