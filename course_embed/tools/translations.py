@@ -122,6 +122,10 @@ KEY_TERMS = (
 
 # Key terms that the Chinese text never leaves in English (outside code and math), except as a gloss.
 _ONE_NAME = {"logits", "LayerNorm", "dropout"}
+# Second names that earlier translations gave a glossary term (the glossary's name is the one to write), and names of
+# ideas the glossary does not list, each with the one the edition uses.
+OTHER_NAMES = {"嵌入表": "embedding table", "词元表": "embedding table"}
+ONE_NAME_OUTSIDE_GLOSSARY = {"挂钟时间": "墙钟时间", "快速对": "快对", "慢速对": "慢对"}
 
 
 def glossary_terms(glossary: Path = ROOT / "book" / "glossary.md") -> dict[str, list[str]]:
@@ -162,6 +166,10 @@ def term_problems(msgid: str, msgstr: str, terms: dict[str, list[str]]) -> list[
         for found in _term_pattern(term).finditer(translated)
         if not translated[: found.start()].endswith(tuple(f"{zh}{bold}（" for zh in terms[term] for bold in ("", "**")))
     ]
+    for other, term in OTHER_NAMES.items():
+        if other in translated and terms.get(term) and other not in terms[term]:
+            left.append(f"{other!r} is a second name of {term!r}: write {terms[term][0]}")
+    left += [f"{other!r}: write {name}" for other, name in ONE_NAME_OUTSIDE_GLOSSARY.items() if other in translated]
     return missing + left
 
 

@@ -88,6 +88,10 @@ def test_term_problems_finds_a_second_name_for_one_idea():
         "'LayerNorm' left in English: write 层归一化",
     ]
     assert tr.term_problems("Call `nn.LayerNorm`.", "调用 `nn.LayerNorm`。", terms) == []  # code keeps its name
+    assert tr.term_problems("The table.", "这张嵌入表。", terms) == [
+        f"'嵌入表' is a second name of 'embedding table': write {terms['embedding table'][0]}"
+    ]
+    assert tr.term_problems("Wall-clock time.", "挂钟时间。", terms) == ["'挂钟时间': write 墙钟时间"]
 
 
 @pytest.mark.parametrize(
