@@ -4,7 +4,8 @@
 
 runs ``jupyter-book build ROOT -W -n --keep-going`` with ``_build/zh/_config.yml``: the book's ``_config.yml`` with
 ``locales/zh_CN/_config.yml`` merged over it (Sphinx's ``language``, the title, the footer) and, for the search,
-jieba's word list of the glossary's Chinese terms, so that a query such as 位置编码 finds the pages that use it.
+jieba's word list (``site_search.search_words``: the glossary's Chinese terms and the edition's list of common
+terms), so that a query such as 位置编码 or 学习率 finds the pages that use it.
 Notebooks are not executed (``execute_notebooks: off``): both editions show the same stored outputs. The HTML is
 moved to ``_build/html/zh/`` beside the English site, and the state of the translation is printed (the pages with
 untranslated or fuzzy entries show their English text for those entries). The exit status is the build's.
@@ -23,6 +24,7 @@ import yaml
 from course_embed.tools import translations
 from course_embed.tools.build import ROOT, jupyter_book_command
 from course_embed.tools.site_editions import EDITION_FOLDER
+from course_embed.tools.site_search import WORD_LIST, search_words
 
 OVERRIDES = translations.LOCALES / translations.LANGUAGE / "_config.yml"
 
@@ -39,8 +41,8 @@ def write_config(root: Path, folder: Path) -> Path:
     """Write the Chinese edition's ``_config.yml`` (and its search word list) into ``folder``; returns its path."""
     folder.mkdir(parents=True, exist_ok=True)
     words = folder / "search_words.txt"
-    chinese = {name for names in translations.glossary_terms(root / "book" / "glossary.md").values() for name in names}
-    words.write_text("".join(f"{name.replace(' ', '')} 10 n\n" for name in sorted(chinese)), encoding="utf-8")
+    found = search_words(root / "book" / "glossary.md", root / WORD_LIST.relative_to(ROOT))
+    words.write_text("".join(f"{word} 10 n\n" for word in found), encoding="utf-8")
     config = merged(
         yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8")),
         yaml.safe_load(OVERRIDES.read_text(encoding="utf-8")),

@@ -105,8 +105,14 @@ def _cell_alt(node: nodes.Node) -> str:
 
 
 def label_animation(text: str, alt: str) -> str:
-    """A matplotlib ``to_jshtml`` animation's HTML with ``alt`` on its frame image and a label on its slider."""
-    if alt:
+    """A matplotlib ``to_jshtml`` animation's HTML with ``alt`` on its frame image and a label on its slider. Where the
+    output already describes its frames (an ``alt`` that an ``aria-label`` may repeat), the cell's alt text replaces
+    that description: in a translated edition it is the translated one."""
+    frame = re.search(r'<img\b[^>]*\bid="_anim_img[^>]*>', text)
+    own = re.search(r'\balt="([^"]*)"', frame.group(0)) if frame else None
+    if alt and own:
+        text = text.replace(f'="{own.group(1)}"', f'="{html.escape(alt)}"')
+    elif alt:
         text = re.sub(
             r'<img id="_anim_img(?![^>]*\balt=)', lambda m: f'<img alt="{html.escape(alt)}" id="_anim_img', text
         )

@@ -6,7 +6,10 @@ A Sphinx extension, listed in ``_config.yml`` under ``sphinx.extra_extensions`` 
 - every page links to itself in the other edition, and a translated page says how much of it is translated;
 - links to a section (``page.ipynb#31-the-formula``) keep their anchors in a translation;
 - the captions of the book's parts and the theme's own words that its catalogues lack (``LC_MESSAGES/theme.po``) are
-  in the edition's language.
+  in the edition's language;
+- pages read well in both scripts (``EDITION_CSS``): a wide table scrolls sideways instead of squeezing its Chinese
+  to one character a line, Chinese emphasis is marked with dots under the characters (着重号), never slanted, and
+  Chinese text has a font stack of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import re
 from pathlib import Path
 
+from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.locale import init as init_locale
@@ -46,6 +50,21 @@ class RestoreHeadingSlugs(SphinxTransform):
             self.env.metadata[self.env.docname]["myst_slugs"] = slugs
 
 
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+class ChineseEmphasis(SphinxTransform):
+    """Emphasis that holds Chinese gets the class ``cjk`` (after translation, 20): Chinese typography marks it with
+    dots under the characters, not with slanted glyphs that no Chinese font has (``EDITION_CSS``)."""
+
+    default_priority = 22
+
+    def apply(self) -> None:
+        for node in self.document.findall(nodes.emphasis):
+            if _CJK.search(node.astext()):
+                node["classes"].append("cjk")
+
+
 class TranslateTocCaptions(SphinxTransform):
     """The captions of the book's parts ("Chapters", ...) in the edition's language: sphinx-external-toc inserts the
     toctrees (priority 100) after Sphinx has translated the page (20), so they are looked up here, in the root page's
@@ -70,6 +89,19 @@ class TranslateTocCaptions(SphinxTransform):
 # page links to itself in the other edition.
 EDITIONS = {"en": ("zh_CN", "zh/", "中文版", "zh-CN"), "zh_CN": ("en", "", "English edition", "en")}
 EDITION_FOLDER = "zh"
+
+
+# In the page's <head>, both editions. Chinese can break a line after any character, so a table cell shrinks to one
+# character a line where English words would make the table scroll: each cell keeps at least five characters.
+EDITION_CSS = (
+    ".pst-scrollable-table-container { overflow-x: auto; } "
+    ":lang(zh) .bd-article td, :lang(zh) .bd-article th { min-width: 5em; } "
+    "em.cjk { font-style: normal; font-synthesis: none; text-emphasis: filled dot; "
+    "text-emphasis-position: under right; } "
+    'html[lang="zh-CN"] { --pst-font-family-base: -apple-system, BlinkMacSystemFont, "Segoe UI", "Helvetica Neue", '
+    'Arial, "PingFang SC", "Noto Sans CJK SC", "Source Han Sans SC", "Microsoft YaHei", "WenQuanYi Micro Hei", '
+    "sans-serif; }"
+)
 
 
 def edition_switch(pagename: str, language: str) -> str:
@@ -109,9 +141,10 @@ def translation_line(srcdir: Path, locale_dirs: list[str], language: str, docnam
 
 
 def _edition_links(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
-    """html-page-context: every page of the book links to itself in the other edition; a translated page says how
-    much of it is translated."""
+    """html-page-context: every page gets ``EDITION_CSS``; every page of the book links to itself in the other
+    edition; a translated page says how much of it is translated."""
     language = app.config.language or "en"
+    context["metatags"] = context.get("metatags", "") + f"\n<style>{EDITION_CSS}</style>"
     if doctree is None or "body" not in context or language not in EDITIONS:
         return
     context["body"] = edition_switch(pagename, language) + context["body"]
@@ -158,6 +191,7 @@ def setup(app: Sphinx) -> dict:
     app.add_transform(KeepHeadingSlugs)
     app.add_transform(RestoreHeadingSlugs)
     app.add_transform(TranslateTocCaptions)
+    app.add_transform(ChineseEmphasis)
     app.connect("html-page-context", _edition_links)
     app.connect("build-finished", _translate_pages)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

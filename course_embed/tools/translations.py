@@ -114,7 +114,18 @@ KEY_TERMS = (
     "lazy Adam",
     "Amdahl's law",
     "Xavier initialisation",
+    "logits",
+    "LayerNorm",
+    "dropout",
 )
+
+
+# Key terms that the Chinese text never leaves in English (outside code and math), except as a gloss.
+_ONE_NAME = {"logits", "LayerNorm", "dropout"}
+# Second names that earlier translations gave a glossary term (the glossary's name is the one to write), and names of
+# ideas the glossary does not list, each with the one the edition uses.
+OTHER_NAMES = {"嵌入表": "embedding table", "词元表": "embedding table"}
+ONE_NAME_OUTSIDE_GLOSSARY = {"挂钟时间": "墙钟时间", "快速对": "快对", "慢速对": "慢对"}
 
 
 def glossary_terms(glossary: Path = ROOT / "book" / "glossary.md") -> dict[str, list[str]]:
@@ -141,12 +152,25 @@ def term_problems(msgid: str, msgstr: str, terms: dict[str, list[str]]) -> list[
     the glossary's Chinese name."""
     if msgid.strip() in terms:
         return []  # a glossary entry's own name, kept as it is: chapters reference the entry by it
-    prose = _NOT_WORDS.sub(" ", msgid)
-    return [
+    prose, translated = _NOT_WORDS.sub(" ", msgid), _NOT_WORDS.sub(" ", msgstr)
+    missing = [
         f"{term!r} is {' or '.join(terms[term])}"
         for term in KEY_TERMS
         if terms.get(term) and _term_pattern(term).search(prose) and not any(zh in msgstr for zh in terms[term])
     ]
+    # one name per idea: the English term is left only as a gloss right after its Chinese name, 层归一化（LayerNorm）
+    left = [
+        f"{term!r} left in English: write {terms[term][0]}"
+        for term in KEY_TERMS
+        if terms.get(term) and term in _ONE_NAME
+        for found in _term_pattern(term).finditer(translated)
+        if not translated[: found.start()].endswith(tuple(f"{zh}{bold}（" for zh in terms[term] for bold in ("", "**")))
+    ]
+    for other, term in OTHER_NAMES.items():
+        if other in translated and terms.get(term) and other not in terms[term]:
+            left.append(f"{other!r} is a second name of {term!r}: write {terms[term][0]}")
+    left += [f"{other!r}: write {name}" for other, name in ONE_NAME_OUTSIDE_GLOSSARY.items() if other in translated]
+    return missing + left
 
 
 _CODE = re.compile(r"`+[^`]+?`+")

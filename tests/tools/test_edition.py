@@ -112,3 +112,15 @@ def test_the_chinese_config_is_the_books_with_the_editions_overrides(tmp_path):
     words = (tmp_path / "search_words.txt").read_text(encoding="utf-8").splitlines()
     assert config["sphinx"]["config"]["html_search_options"] == {"dict": str((tmp_path / "search_words.txt").resolve())}
     assert "位置编码 10 n" in words and "词元嵌入 10 n" in words
+
+
+def test_the_search_keeps_the_glossarys_names_their_parts_and_the_common_terms_whole(tmp_path):
+    from course_embed.tools.site_search import SearchChineseTerms, search_words
+
+    words = search_words()
+    assert {"位置编码", "旋转位置编码", "学习率", "注意力头", "动态NTK", "感知缩放"} <= set(words)
+    edition.write_config(ROOT, tmp_path)
+    language = SearchChineseTerms({"dict": str(tmp_path / "search_words.txt")})
+    found = language.split("模型用旋转位置编码，学习率为 0.01，动态 NTK 的因子。")
+    # jieba keeps 旋转位置编码 whole; the word list adds the terms inside it and those jieba would cut
+    assert {"旋转位置编码", "位置编码", "学习率", "动态NTK"} <= set(found), found

@@ -413,3 +413,10 @@ def test_translate_theme_replaces_whole_attribute_values_and_texts_only():
         '<button title="颜色模式" aria-label="颜色模式"></button><nav aria-label="主导航"></nav>'
         '<p class="collapsed"> 显示代码 </p><p>Main ideas</p><img alt="Main">'
     )
+
+
+def test_an_animations_own_description_gives_way_to_its_cells_translated_alt_text():
+    own = '<div class="animation"><img id="_anim_imgq" alt="Hands turning"><div aria-label="Hands turning"></div>'
+    labelled = site.label_animation(own + '<input id="_anim_sliderq"></div>', "指针在转")
+    assert 'alt="指针在转"' in labelled and 'aria-label="指针在转"' in labelled and "Hands" not in labelled
+    assert site.label_animation(own, "") == own  # no cell alt text: the own description is kept

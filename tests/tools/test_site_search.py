@@ -1,12 +1,13 @@
 """The built site's search works offline: from a word of each chapter's own, the search page finds that chapter;
-the Chinese edition's search finds a chapter from a Chinese term (Chinese has no spaces: jieba splits the words, with
-the glossary's terms as its word list)."""
+the Chinese edition's search finds, for each of its search words (the glossary's Chinese names and the edition's list
+of common terms), every page whose prose uses it; each hit shows a sentence that holds the query, with no raw TeX."""
 
 import re
 
 import nbformat
 
 from course_embed.tools import browser
+from course_embed.tools.site_search import search_words
 
 from .test_notebooks import ROOT, toc_files
 
@@ -28,6 +29,33 @@ def _chapter_words() -> dict[str, str]:
         counts = {w: mine.count(w) for w in set(mine) - others}
         chosen[page] = min(counts, key=lambda w: (-counts[w], w))
     return chosen
+
+
+def _prose(page: str) -> str:
+    """A built page's article text, without code cells, outputs, scripts and tags."""
+    article = page.split('<article class="bd-article">', 1)[-1].split("</article>", 1)[0]
+    article = re.sub(r'<div class="cell_(?:input|output)[^"]*".*?</div>\s*</div>', " ", article, flags=re.S)
+    return re.sub(r"<[^>]+>", "", re.sub(r"<(script|style)\b.*?</\1>", " ", article, flags=re.S))
+
+
+def _hits(context, site_url, query) -> list[dict]:
+    """Each hit the search page at ``site_url`` lists for ``query``: its link and its context's text, once MathJax
+    has typeset the context."""
+    page = context.new_page()
+    page.route("**/*", browser.offline(site_url, []))
+    page.goto(f"{site_url}search.html?q={query}", wait_until="load", timeout=WAIT_MS)
+    page.wait_for_function(
+        "() => ((document.querySelector('#search-results .search-summary') || {}).textContent || '').trim() && "
+        "[...document.querySelectorAll('#search-results ul.search li')].every(li => li.querySelector('.context') && "
+        "!li.querySelector('.context .math:not(:has(mjx-container))'))",
+        timeout=WAIT_MS,
+    )
+    hits = page.evaluate(
+        "() => [...document.querySelectorAll('#search-results ul.search li')].map(li => "
+        "({href: li.querySelector('a').getAttribute('href'), context: li.querySelector('.context').innerText}))"
+    )
+    page.close()
+    return hits
 
 
 def _search(context, site_url, query) -> tuple[list[str], list[str]]:
@@ -70,3 +98,35 @@ def test_search_finds_each_chapter_offline(built_site, site_url, chromium):
     context.close()
     print("search words:", words)
     assert not missed
+
+
+def test_the_chinese_search_finds_every_page_that_uses_each_search_word(built_site, site_url, chromium):
+    prose = {
+        f"/zh/{entry}.html": _prose((built_site.zh / f"{entry}.html").read_text(encoding="utf-8")).replace(" ", "")
+        for entry in toc_files()
+    }
+    words = search_words()
+    for term in ("学习率", "困惑度", "因果掩码", "优化器", "随机种子", "反向传播", "注意力头", "位置编码"):
+        assert term in words
+    context = chromium.new_context()
+    missed = {}
+    for word in words:
+        expected = {path for path, text in prose.items() if word in text}
+        found, blocked = _search(context, f"{site_url}zh/", word)
+        if expected - set(found) or blocked:
+            missed[word] = sorted(expected - set(found)) + blocked
+    context.close()
+    assert missed == {}
+
+
+def test_each_hit_shows_a_sentence_with_the_query_and_no_raw_tex(built_site, site_url, chromium):
+    context = chromium.new_context()
+    for edition, query, word in (("", "rotation", "rotat"), ("zh/", "旋转", "旋转"), ("", "sqrt", "")):
+        hits = _hits(context, f"{site_url}{edition}", query)
+        assert hits, query
+        for hit in hits:
+            text = hit["context"]
+            assert word.lower() in text.lower() or not word, hit
+            assert not re.search(r"\\[a-zA-Z(\[]|\$|\.ipynb", text), hit  # no TeX, no menu text
+            assert 0 < len(text) <= 320, hit
+    context.close()

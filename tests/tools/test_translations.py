@@ -74,6 +74,26 @@ def test_term_problems_finds_a_term_left_in_english_or_translated_otherwise():
     assert tr.term_problems("positional encoding", "positional encoding", terms) == []  # the glossary's own name
 
 
+def test_term_problems_finds_a_second_name_for_one_idea():
+    """logits, LayerNorm and dropout have one Chinese name each (the glossary's); the English word stays only as a
+    gloss right after it."""
+    terms = tr.glossary_terms()
+    assert tr.term_problems("The logits and LayerNorm.", "对数几率（logits）与层归一化（LayerNorm）。", terms) == []
+    assert tr.term_problems("The logits.", "**对数几率**（logits）。", terms) == []
+    assert tr.term_problems("The logits and dropout.", "对数几率与随机失活：logits 全部相等。", terms) == [
+        "'logits' left in English: write 对数几率"
+    ]
+    assert tr.term_problems("A LayerNorm.", "一个 LayerNorm。", terms) == [
+        "'LayerNorm' is 层归一化",
+        "'LayerNorm' left in English: write 层归一化",
+    ]
+    assert tr.term_problems("Call `nn.LayerNorm`.", "调用 `nn.LayerNorm`。", terms) == []  # code keeps its name
+    assert tr.term_problems("The table.", "这张嵌入表。", terms) == [
+        f"'嵌入表' is a second name of 'embedding table': write {terms['embedding table'][0]}"
+    ]
+    assert tr.term_problems("Wall-clock time.", "挂钟时间。", terms) == ["'挂钟时间': write 墙钟时间"]
+
+
 @pytest.mark.parametrize(
     "msgstr, problem",
     [
