@@ -1,6 +1,9 @@
-"""course_embed.tools.pdf: the book as one PDF, printed offline from the built site, holds every chapter."""
+"""course_embed.tools.pdf: the book as one PDF, printed offline from the built site: every chapter in order, a title
+page and the book's contents with the right page numbers, a number on every page, a bookmark for every section, and
+every code and output line of the chapters whole, in both editions."""
 
 import re
+import unicodedata
 
 import nbformat
 import pytest
@@ -18,7 +21,9 @@ def _plain_title(entry: str) -> list[str]:
 
 
 def _straight(text: str) -> str:
-    """Sphinx's smart quotes turn ' into a curly apostrophe on the page; compare with straight ones."""
+    """Sphinx's smart quotes turn ' into a curly apostrophe on the page, and the PDF keeps ligatures (ﬁ, ﬀ): compare
+    with straight quotes and single letters."""
+    text = unicodedata.normalize("NFKC", text)
     return text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
 
 
@@ -57,13 +62,130 @@ def test_the_pdf_holds_every_chapter_in_order(book_pdf):
     assert len(book_pdf.pages) >= 2 * len(chapters)
 
 
+def _bookmarks(reader: PdfReader) -> list[tuple[int, str, int]]:
+    """The PDF's bookmarks in reading order as (depth, title, page index)."""
+    found = []
+
+    def walk(items, depth):
+        for item in items:
+            if isinstance(item, list):
+                walk(item, depth + 1)
+            else:
+                found.append((depth, _straight(item.title), reader.get_destination_page_number(item)))
+
+    walk(reader.outline, 0)
+    return found
+
+
 def test_the_pdf_has_a_bookmark_per_page(book_pdf):
     assert book_pdf.metadata.title == "Transformer input layers"
-    titles = [_straight(item.title) for item in book_pdf.outline]
+    titles = [title for depth, title, _ in _bookmarks(book_pdf) if depth == 0]
     assert len(titles) == len(pdf.toc_pages())
     for entry in toc_files():
         if (ROOT / f"{entry}.ipynb").exists():
             assert any(_plain_title(entry)[0] in title for title in titles), (entry, titles)
+
+
+def _sections(entry: str) -> list[str]:
+    """The titles of a chapter's sections (its ``## `` headings), math left out, as the runs of plain words."""
+    found = []
+    for cell in nbformat.read(ROOT / f"{entry}.ipynb", as_version=4).cells:
+        if cell.cell_type == "markdown":
+            text = re.sub(r"```.*?```", "", cell.source, flags=re.S)
+            titles = re.findall(r"^## (.+)$", text, flags=re.M)
+            found += [re.split(r"\$[^$]*\$", title.replace("`", ""))[0].strip() for title in titles]
+    return found
+
+
+def test_every_section_has_a_bookmark_on_its_page(book_pdf):
+    """Each chapter's bookmark holds one bookmark per section, in order, each on the page where its heading is."""
+    marks = _bookmarks(book_pdf)
+    chapters = [entry for entry in toc_files() if (ROOT / f"{entry}.ipynb").exists()]
+    for entry in chapters:
+        start = next(i for i, (depth, title, _) in enumerate(marks) if depth == 0 and _plain_title(entry)[0] in title)
+        end = next((i for i in range(start + 1, len(marks)) if marks[i][0] == 0), len(marks))
+        children = [(title, page) for depth, title, page in marks[start + 1 : end] if depth == 1]
+        expected = _sections(entry)
+        titles = [title for title, _ in children]
+        assert len(titles) == len(expected) and all(map(str.startswith, titles, expected)), (
+            entry,
+            expected,
+            children,
+        )
+        for title, page in children:
+            text = _straight(re.sub(r"\s+", " ", book_pdf.pages[page].extract_text()))
+            assert title.split(" ")[0] in text and _straight(title)[:12] in text, (entry, title, page + 1)
+
+
+def _footer(page) -> str:
+    """The text drawn in a page's bottom margin (below the text block), where the page number is."""
+    parts = []
+    bottom = pdf.MARGIN_MM["bottom"] / 25.4 * 72
+
+    def visit(text, cm, tm, font, size):
+        y = (tm[5] * cm[3] + cm[5]) if tm and cm else None
+        if y is not None and y < bottom and text.strip():
+            parts.append(text.strip())
+
+    page.extract_text(visitor_text=visit)
+    return " ".join(parts)
+
+
+def _numbered(reader: PdfReader) -> None:
+    unnumbered = [i + 1 for i, page in enumerate(reader.pages) if _footer(page) != str(i + 1)]
+    assert not unnumbered, f"pages without their number in the footer: {unnumbered[:10]}"
+
+
+def test_every_page_is_numbered(book_pdf):
+    _numbered(book_pdf)
+
+
+def test_the_book_opens_with_a_title_page_and_its_contents_with_page_numbers(book_pdf):
+    assert "Transformer input layers" in book_pdf.pages[0].extract_text()
+    assert "the course_embed authors" in book_pdf.pages[0].extract_text()
+    first_chapter = min(page for depth, _, page in _bookmarks(book_pdf) if depth == 0)
+    contents = _straight("\n".join(p.extract_text() for p in book_pdf.pages[1:first_chapter]))
+    assert contents.lstrip().startswith("Contents")
+    at = 0  # the entries in reading order: a title that several chapters share ("Summary") is found in its own
+    for depth, title, page in _bookmarks(book_pdf):
+        if depth <= 1 and re.fullmatch(r"[\w ,.:;?'()/+-]+", title):  # titles without mathematics
+            pattern = re.escape(title).replace(r"\ ", r"\s+") + r"\s+(\d+)\s*$"
+            found = re.compile(pattern, flags=re.M).search(contents, at)
+            assert found, (
+                f"{title!r} is not in the book's contents with a page number (after {contents[at : at + 80]!r})"
+            )
+            assert int(found.group(1)) == page + 1, (title, found.group(1), page + 1)
+            at = found.end()
+
+
+def _whole_lines(reader: PdfReader) -> None:
+    """Every line of code and of printed output (stdout) that the chapters show is in the PDF's text whole: joined
+    again where the PDF wrapped it (the continuation mark and the line break), spaces left out on both sides."""
+    text = "".join(page.extract_text() for page in reader.pages)
+    text = re.sub(r"\s+", "", re.sub(re.escape(pdf.WRAP_MARK) + r"\s*", "", text))
+    hidden = {"remove-input", "remove-cell"}
+    missing, checked = [], 0
+    for entry in toc_files():
+        if not (ROOT / f"{entry}.ipynb").exists():
+            continue
+        for cell in nbformat.read(ROOT / f"{entry}.ipynb", as_version=4).cells:
+            tags = set(cell.metadata.get("tags", []))
+            if cell.cell_type != "code" or "remove-cell" in tags:
+                continue
+            lines = [] if hidden & tags else cell.source.splitlines()
+            if "remove-output" not in tags:
+                lines += [line for out in cell.outputs if out.get("name") == "stdout" for line in out.text.splitlines()]
+            for line in lines:
+                squeezed = re.sub(r"\s+", "", line)
+                checked += len(line) > 80
+                if squeezed and squeezed not in text:
+                    missing.append(f"{entry}: {line}")
+    assert checked > 50  # the check saw the long lines
+    assert not missing, f"{len(missing)} lines not whole in the PDF, e.g. {missing[:5]}"
+
+
+def test_every_code_and_output_line_is_whole(book_pdf):
+    _whole_lines(book_pdf)
 
 
 def test_build_pdf_refuses_a_site_that_was_not_built(tmp_path):
@@ -89,12 +211,20 @@ def _chinese_title(entry: str) -> str:
 
 def test_the_chinese_pdf_is_in_chinese_with_a_chinese_bookmark_per_page(chinese_pdf):
     assert chinese_pdf.metadata.title == "Transformer 输入层"
-    titles = [item.title for item in chinese_pdf.outline]
+    titles = [title for depth, title, _ in _bookmarks(chinese_pdf) if depth == 0]
     assert len(titles) == len(pdf.toc_pages())
     text = re.sub(r"\s+", "", " ".join(page.extract_text() for page in chinese_pdf.pages))
     for term in ("位置编码", "词元嵌入", "权重绑定", "注意力"):
         assert term in text, term  # the PDF holds Chinese text, not boxes
     for entry in toc_files():
         if (ROOT / f"{entry}.ipynb").exists():
-            title = _chinese_title(entry)
+            title = _straight(_chinese_title(entry))
             assert title in titles, (entry, title, titles)
+
+
+def test_the_chinese_pdf_is_a_book_too(chinese_pdf):
+    """Numbered pages, the contents after the title page, and every code and output line whole."""
+    _numbered(chinese_pdf)
+    assert "Transformer 输入层" in chinese_pdf.pages[0].extract_text()
+    assert re.sub(r"\s+", "", chinese_pdf.pages[1].extract_text()).startswith("目录")
+    _whole_lines(chinese_pdf)
