@@ -287,7 +287,7 @@ class RotaryEmbedding(nn.Module):
         factor, r = self._scaling["factor"], self.rotary_dim
         base = self.base * (factor * length / self._original - (factor - 1)) ** (r / (r - 2))
         exponents = torch.arange(0, r, 2, device=self.inv_freq.device, dtype=self.inv_freq.dtype) / r
-        return base ** -exponents
+        return base**-exponents
 
     def positions(self, x: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The checked positions of a call on ``x`` ``(b, h, s, h_d)``: ``(b, s)`` or ``(1, s)`` int64 on its

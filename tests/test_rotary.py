@@ -486,7 +486,7 @@ def test_compiles_in_both_layouts_to_one_graph(gen, layout, scaling):
     rope = RotaryEmbedding(16, layout=layout, rope_scaling=scaling)
     q, k = torch.randn(2, 4, 12, 16, generator=gen), torch.randn(2, 2, 12, 16, generator=gen)
     compiled = torch.compile(rope, fullgraph=True, backend="eager")
-    for got, expected in zip(compiled(q, k, offset=3), rope(q, k, offset=3)):
+    for got, expected in zip(compiled(q, k, offset=3), rope(q, k, offset=3), strict=False):
         torch.testing.assert_close(got, expected, rtol=0, atol=0)
     ids = torch.tensor([[0, 0, 1, 2] + list(range(3, 11)), list(range(12))])
     torch.testing.assert_close(compiled(q, k, position_ids=ids)[0], rope(q, k, position_ids=ids)[0], rtol=0, atol=0)
@@ -529,7 +529,9 @@ def test_dtype_moves_keep_float64_frequencies_and_copies_are_independent(gen):
 def test_construction_arguments_are_read_only():
     rope = RotaryEmbedding(8)
     for name, value in (("base", 500000.0), ("rope_scaling", {"rope_type": "linear", "factor": 4.0})):
-        with pytest.raises(AttributeError, match=f"RotaryEmbedding.{name} is fixed at construction.*new RotaryEmbedding"):
+        with pytest.raises(
+            AttributeError, match=f"RotaryEmbedding.{name} is fixed at construction.*new RotaryEmbedding"
+        ):
             setattr(rope, name, value)
     with pytest.raises(ValueError, match=r"base=10000.0 and rope_scaling\['rope_theta'\]=500000.0 disagree"):
         RotaryEmbedding(8, base=10000.0, rope_scaling={"rope_theta": 500000.0})

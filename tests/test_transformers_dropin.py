@@ -13,8 +13,15 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM  # noqa: E402
-from transformers import Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
+from transformers import (  # noqa: E402  # noqa: E402
+    DynamicCache,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from course_embed import RotaryEmbedding  # noqa: E402
 
@@ -77,7 +84,10 @@ def test_logits_equal_the_model_as_shipped(name):
     control = copy.deepcopy(model)
     kwargs = RotaryEmbedding.from_config(config).__dict__["_fixed"]
     control.model.rotary_emb = RotaryEmbedding(
-        kwargs["head_dim"], kwargs["base"] * 1.01, layout="half", rope_scaling=kwargs["rope_scaling"],
+        kwargs["head_dim"],
+        kwargs["base"] * 1.01,
+        layout="half",
+        rope_scaling=kwargs["rope_scaling"],
         dynamic_rule=rule,
     ).for_transformers()
     with torch.no_grad():
