@@ -20,9 +20,10 @@ def _visible_text(page: str) -> str:
 
 
 def _cells(page: str) -> list[str]:
-    """The code cells and their outputs as the page shows them, alt text (which is translated) left out."""
+    """The code cells and their outputs as the page shows them, alt text and image labels (which are translated) left
+    out."""
     cells = re.findall(r'<div class="cell_(?:input|output)[^"]*".*?</div>\s*</div>', page, flags=re.S)
-    return [re.sub(r' (?:data-)?alt="[^"]*"', "", cell) for cell in cells]
+    return [re.sub(r' (?:data-alt|alt|aria-label)="[^"]*"', "", cell) for cell in cells]
 
 
 def test_the_chinese_edition_builds_without_warnings(built_site):
@@ -70,17 +71,23 @@ def test_each_chinese_page_says_how_much_of_it_is_translated(built_site):
 
 
 def test_the_theme_speaks_chinese(built_site):
-    page = (built_site.zh / "book" / "03_sinusoidal.html").read_text(encoding="utf-8")
-    for english in (
-        "Search this book...",
-        "Link to this heading",
-        "Color mode",
-        "Show code cell source",
-        "Click to show",
-    ):
-        assert english not in page, english
-    for chinese in ("搜索本书……", "链接到此标题", "显示代码", "点击显示", ">章节<", ">附录<"):
-        assert chinese in page, chinese
+    words = {
+        "Search this book...": "搜索本书……",
+        "Link to this heading": "链接到此标题",
+        "Color mode": "颜色模式",
+        "Show code cell source": "显示代码",
+        "Click to show": "点击显示",
+    }
+    shown = 0
+    for entry in toc_files():
+        english = (built_site.html / f"{entry}.html").read_text(encoding="utf-8")
+        chinese = (built_site.zh / f"{entry}.html").read_text(encoding="utf-8")
+        for word, translated in words.items():
+            if word in english:  # the theme's words that this page shows, each in Chinese in its Chinese edition
+                assert word not in chinese and translated in chinese, (entry, word, translated)
+                shown += 1
+        assert ">章节<" in chinese and ">附录<" in chinese, entry
+    assert shown >= 3 * len(toc_files()), shown
 
 
 def test_the_search_index_has_the_glossarys_chinese_terms(built_site):
