@@ -40,7 +40,7 @@ from course_embed.tools.grading.release import make_release
 from course_embed.tools.grading.restore import restore
 from course_embed.tools.grading.submission import plan, read_submission
 
-from .grading_cases import ALIASES, NAMES, ROOT, exercise_notebook, solution_answers, with_answers
+from .grading_cases import ALIASES, NAMES, NOT_READ, ROOT, exercise_notebook, solution_answers, with_answers
 from .grading_cases.cheats import LIMIT_OPTIONS, SURVIVOR_TOKEN, build_batch, loop_notebook
 from .grading_cases.hostile import build_mixed_batch
 
@@ -585,7 +585,8 @@ def test_every_cheat_and_broken_submission_scores_only_what_it_answered(cheat_ba
     batch_dir = cheat_batch["folder"] / "batch"
     for case in cheat_batch["cases"]:
         row = rows[str(batch_dir / case.path)]
-        assert tuple(float(row[q]) for q in ("q1", "q2", "q3")) == case.scores, (case.path, row)
+        assert tuple(float(row[q]) if row[q] else None for q in ("q1", "q2", "q3")) == case.scores, (case.path, row)
+        assert float(row["total"]) == sum(s or 0 for s in case.scores), (case.path, row)
         assert case.error in row["error"], (case.path, row["error"])
         if case.error == "" and case.scores == (4, 3, 2):
             assert row["error"] == "", (case.path, row["error"])
@@ -988,12 +989,15 @@ def test_a_mixed_batch_finishes_with_a_row_for_each_and_honest_full_marks(mixed_
     assert len(rows) == len(cases)
     for case in cases:
         row = rows[str(folder / "batch" / case.path)]
-        assert tuple(float(row[q]) for q in ("q1", "q2", "q3")) == case.scores, (case.path, row)
+        assert tuple(float(row[q]) if row[q] else None for q in ("q1", "q2", "q3")) == case.scores, (case.path, row)
+        assert float(row["total"]) == sum(s or 0 for s in case.scores), (case.path, row)
         assert case.error in row["error"], (case.path, row["error"])
         assert not any(bad in row["error"] for bad in case.never), (case.path, row["error"])
         assert len(row["error"]) < 6000 and row["error"].count("--memory 64G") <= 20
-    feedback = (folder / "gradebook-feedback").iterdir()
-    assert not any("\x1b" in p.read_text() for f in feedback for p in f.iterdir())
+    feedback = [p for p in (folder / "gradebook-feedback").rglob("*") if p.is_file()]  # <student>/<exercise>/...
+    assert len(feedback) >= 2 * sum(c.scores != NOT_READ for c in cases) and not any(
+        "\x1b" in p.read_text() for p in feedback
+    )
 
 
 def test_the_repository_stays_hidden_where_the_environment_holds_it(tmp_path, monkeypatch):

@@ -21,6 +21,10 @@ ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = find_exercises(ROOT / "exercises")
 NAMES = [e.name for e in EXERCISES]
 
+#: What a file whose exercise is unknown (it names none or cannot be read) scores on q1, q2, q3: its gradebook row
+#: leaves the question cells empty and totals 0.
+NOT_READ = (None, None, None)
+
 #: For each exercise, answers that only reuse course_embed's implementation, by answer cell (0 = the first):
 #: an import under the question's name, a subclass, a hand-written wrapper (the questions chosen so that no other
 #: answer of the notebook depends on them; more shortcuts are in :mod:`.cheats`). None of them

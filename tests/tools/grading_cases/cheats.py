@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
-from . import answer_cells, with_answers
+from . import NOT_READ, answer_cells, with_answers
 
 #: A token in the command line of every process a cheat leaves behind, so a test can look for survivors in /proc.
 SURVIVOR_TOKEN = "course-embed-cheat-survivor-7f3a"
@@ -26,10 +26,11 @@ LIMIT_OPTIONS = ["--file-size", "16M", "--disk", "64M"]
 
 @dataclass
 class Case:
-    """One submission of the batch: where it goes, what it must score (q1, q2, q3) and what its error says."""
+    """One submission of the batch: where it goes, what it must score (q1, q2, q3; ``None`` where its row's question
+    cells are empty, as for a file that names no exercise or cannot be read) and what its error says."""
 
     path: str
-    scores: tuple[float, float, float]
+    scores: tuple[float | None, float | None, float | None]
     error: str = ""
 
 
@@ -254,13 +255,13 @@ def build_batch(
         (4, 0, 2),
     )
     put("d07_other_exercise/03_sinusoidal.ipynb", wrong_exercise_nb, (0, 0, 0))  # graded for its own exercise
-    put("d08_plain/notebook.ipynb", new_notebook(cells=[new_code_cell("x = 1")]), (0, 0, 0), "not an exercise notebook")
+    put("d08_plain/notebook.ipynb", new_notebook(cells=[new_code_cell("x = 1")]), NOT_READ, "not an exercise notebook")
     (folder / "d09_invalid").mkdir()
     (folder / "d09_invalid" / "03_sinusoidal.ipynb").write_text(nbformat.writes(good)[:500])
-    cases.append(Case("d09_invalid/03_sinusoidal.ipynb", (0, 0, 0), "not a notebook: invalid JSON"))
+    cases.append(Case("d09_invalid/03_sinusoidal.ipynb", NOT_READ, "not a notebook: invalid JSON"))
     (folder / "d10_bad_zip").mkdir()
     (folder / "d10_bad_zip" / "03_sinusoidal.zip").write_text("not a zip")
-    cases.append(Case("d10_bad_zip/03_sinusoidal.zip", (0, 0, 0), "cannot read the file"))
+    cases.append(Case("d10_bad_zip/03_sinusoidal.zip", NOT_READ, "cannot read the file"))
     # a resubmission: dave's older notebook is untouched, his later export (grader.export's zip) is right
     put("dave/03_sinusoidal.ipynb", student_nb, (0, 0, 0))
     cases.pop()

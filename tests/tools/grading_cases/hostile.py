@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from . import with_answers
+from . import NOT_READ, with_answers
 
 #: Python run by an ``atexit`` handler in the sandbox, after the runner has written its last output: ``OUT`` is the
 #: output folder. Each replaces what the grader reads with something hostile.
@@ -130,11 +130,12 @@ ATTACKS = {
 
 @dataclass
 class Hostile:
-    """One submission of the mixed batch: where it goes, what it must score (q1, q2, q3), what its error must
-    contain and must not contain."""
+    """One submission of the mixed batch: where it goes, what it must score (q1, q2, q3; ``None`` where its row's
+    question cells are empty, as for a file that cannot be read), what its error must contain and must not
+    contain."""
 
     path: str
-    scores: tuple[float, float, float]
+    scores: tuple[float | None, float | None, float | None]
     error: str = ""
     never: tuple[str, ...] = ("\x1b",)
 
@@ -188,7 +189,7 @@ def build_mixed_batch(folder: Path, student_nb, solution: list[str], memory_cgro
     for rel, (text, error) in broken.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text)
-        cases.append(Hostile(rel, (4, 3, 2) if not error else (0, 0, 0), error))
+        cases.append(Hostile(rel, (4, 3, 2) if not error else NOT_READ, error))
     (folder / "b05_encrypted").mkdir()
     with zipfile.ZipFile(folder / "b05_encrypted" / "03_sinusoidal.zip", "w") as zf:
         zf.writestr("03_sinusoidal.ipynb", nbformat.writes(good))
@@ -198,5 +199,5 @@ def build_mixed_batch(folder: Path, student_nb, solution: list[str], memory_cgro
         flags = at + (6 if header == b"PK\x03\x04" else 8)
         data[flags] |= 1
     (folder / "b05_encrypted" / "03_sinusoidal.zip").write_bytes(bytes(data))
-    cases.append(Hostile("b05_encrypted/03_sinusoidal.zip", (0, 0, 0), "cannot read the file"))
+    cases.append(Hostile("b05_encrypted/03_sinusoidal.zip", NOT_READ, "cannot read the file"))
     return cases
