@@ -65,7 +65,13 @@ def jupyter_lab(argv: list[str], tmp_path: Path, timeout: float = 300, cwd: Path
     flags = [f"--port={port}", "--ip=127.0.0.1", "--no-browser", "--IdentityProvider.token=", "--ServerApp.password="]
     if os.geteuid() == 0:  # CI runs as root, which JupyterLab refuses without this; a learner is no root
         flags.append("--allow-root")
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    # its own runtime and workspace folders: a workspace that an earlier JupyterLab saved in the user's home would
+    # reopen that session's notebooks beside the one asked for
+    env = {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+    }
     log = (tmp_path / "jupyter_lab.log").open("w")
     server = subprocess.Popen(argv + flags, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
@@ -154,7 +160,7 @@ def test_a_learner_runs_an_exercise_in_jupyterlab_and_sees_the_checks_feedback(t
                 assert cell.count() == 1, f"{name}: {cell.count()} cells run grader.check({question!r})"
                 feedback = cell.locator(".jp-OutputArea-output", has_text=f"{question} results")
                 feedback.wait_for(timeout=300_000)
-                text = feedback.inner_text()
+                text = feedback.text_content()  # the text even of a cell scrolled out of view
                 # under the check cell: the failure, and a sentence naming the question's answer and why
                 tests = load_suite(ROOT / "exercises", Path(name).stem).tests
                 answers = {a for t in tests if t.question == question for a in t.answers}
