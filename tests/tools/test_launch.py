@@ -67,3 +67,31 @@ def test_a_configured_repository_gets_its_button_and_launch_buttons_on_every_pag
     assert configured["repository_url"] == "https://github.com/owner/course_embed"
     unset = theme("")
     assert "launch_buttons" not in unset and "repository_url" not in unset and not unset["use_repository_button"]
+
+
+def test_with_a_repository_url_every_page_shows_the_repository_and_every_chapter_its_launch_buttons(tmp_path):
+    """An adopter sets ``repository.url``: the English site, built once with it, links the repository from every
+    page and gives every chapter (a notebook) its Binder and Colab buttons for that chapter."""
+    import yaml
+
+    from course_embed.tools.build import ROOT, jupyter_book_command
+
+    from .test_notebooks import toc_files
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    config["repository"]["url"] = URL
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    command = jupyter_book_command(ROOT, tmp_path) + ["--config", str(tmp_path / "_config.yml")]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    chapters = [entry for entry in toc_files() if (ROOT / f"{entry}.ipynb").exists()]
+    assert len(chapters) >= 8, chapters
+    for entry in toc_files():
+        page = (tmp_path / "_build" / "html" / f"{entry}.html").read_text(encoding="utf-8")
+        assert f'href="{URL}"' in page, f"{entry}: no link to the repository"
+        if entry in chapters:
+            for launch_url in (
+                f"https://mybinder.org/v2/gh/someone/course_embed/main?urlpath=lab/tree/{entry}.ipynb",
+                f"https://colab.research.google.com/github/someone/course_embed/blob/main/{entry}.ipynb",
+            ):
+                assert f'href="{launch_url}"' in page, f"{entry}: no launch button {launch_url}"
