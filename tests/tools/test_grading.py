@@ -579,14 +579,19 @@ def cheat_batch(built_exercises, tmp_path_factory):
     }
 
 
+def _assert_scores(row: dict, case) -> None:
+    """``row`` (a gradebook line) holds ``case.scores`` for q1, q2, q3 (``None``: an empty cell) and their total."""
+    assert tuple(float(row[q]) if row[q] else None for q in ("q1", "q2", "q3")) == case.scores, (case.path, row)
+    assert float(row["total"]) == sum(s or 0 for s in case.scores), (case.path, row)
+
+
 def test_every_cheat_and_broken_submission_scores_only_what_it_answered(cheat_batch):
     assert cheat_batch["code"] == 0
     rows = {r["submission"]: r for r in csv.DictReader(cheat_batch["out"].open())}
     batch_dir = cheat_batch["folder"] / "batch"
     for case in cheat_batch["cases"]:
         row = rows[str(batch_dir / case.path)]
-        assert tuple(float(row[q]) if row[q] else None for q in ("q1", "q2", "q3")) == case.scores, (case.path, row)
-        assert float(row["total"]) == sum(s or 0 for s in case.scores), (case.path, row)
+        _assert_scores(row, case)
         assert case.error in row["error"], (case.path, row["error"])
         if case.error == "" and case.scores == (4, 3, 2):
             assert row["error"] == "", (case.path, row["error"])
@@ -989,8 +994,7 @@ def test_a_mixed_batch_finishes_with_a_row_for_each_and_honest_full_marks(mixed_
     assert len(rows) == len(cases)
     for case in cases:
         row = rows[str(folder / "batch" / case.path)]
-        assert tuple(float(row[q]) if row[q] else None for q in ("q1", "q2", "q3")) == case.scores, (case.path, row)
-        assert float(row["total"]) == sum(s or 0 for s in case.scores), (case.path, row)
+        _assert_scores(row, case)
         assert case.error in row["error"], (case.path, row["error"])
         assert not any(bad in row["error"] for bad in case.never), (case.path, row["error"])
         assert len(row["error"]) < 6000 and row["error"].count("--memory 64G") <= 20

@@ -84,6 +84,7 @@ def test_with_a_repository_url_every_page_shows_the_repository_and_every_chapter
     command = jupyter_book_command(ROOT, tmp_path) + ["--config", str(tmp_path / "_config.yml")]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    repo = URL.removeprefix("https://github.com/")  # owner/name, as the launch buttons spell it
     chapters = [entry for entry in toc_files() if (ROOT / f"{entry}.ipynb").exists()]
     assert len(chapters) >= 8, chapters
     for entry in toc_files():
@@ -91,7 +92,7 @@ def test_with_a_repository_url_every_page_shows_the_repository_and_every_chapter
         assert f'href="{URL}"' in page, f"{entry}: no link to the repository"
         if entry in chapters:
             for launch_url in (
-                f"https://mybinder.org/v2/gh/someone/course_embed/main?urlpath=lab/tree/{entry}.ipynb",
-                f"https://colab.research.google.com/github/someone/course_embed/blob/main/{entry}.ipynb",
+                f"https://mybinder.org/v2/gh/{repo}/main?urlpath=lab/tree/{entry}.ipynb",
+                f"https://colab.research.google.com/github/{repo}/blob/main/{entry}.ipynb",
             ):
                 assert f'href="{launch_url}"' in page, f"{entry}: no launch button {launch_url}"
