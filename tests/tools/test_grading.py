@@ -474,6 +474,10 @@ def test_release_leaves_out_solutions_and_hidden_tests(tmp_path):
     for path in (tmp_path / "release" / "exercises").rglob("*"):
         if path.is_file():
             assert "# BEGIN SOLUTION" not in path.read_text() and "hidden=True" not in path.read_text()
+    readme = (tmp_path / "release" / "README.md").read_text()
+    assert "release for learners" in readme and readme.startswith((ROOT / "README.md").read_text().split("\n")[0])
+    assert "exercises/source" not in readme and "instructors only" not in readme and "bwrap" not in readme
+    assert "<!-- test command" in readme  # what a learner runs is still there
     with pytest.raises(FileExistsError):
         make_release(ROOT, tmp_path / "release")
 

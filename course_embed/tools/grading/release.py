@@ -3,12 +3,14 @@
 The public repository holds ``exercises/source/`` (solutions, hidden tests) for self-learners. An instructor who
 grades for credit hands learners a release instead: every file git tracks (or every file, outside a git checkout),
 minus the instructor's material: :data:`LEFT_OUT`. Learners keep the student notebooks and the public checks
-(``exercises/checks/``), so ``grader.check`` still works; the instructor grades with the full copy.
+(``exercises/checks/``), so ``grader.check`` still works; the instructor grades with the full copy. The release's
+README leaves out the passages marked ``<!-- instructors only -->`` in the repository's and says what the release is.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,6 +24,19 @@ LEFT_OUT = (
     ".git/*",
 )
 _SECRETS = ("# BEGIN SOLUTION", "hidden=True")
+_INSTRUCTORS_ONLY = re.compile(r"<!-- instructors only -->.*?<!-- end instructors only -->\n", re.DOTALL)
+RELEASE_NOTE = (
+    "> **This copy is a release for learners.** It holds the chapters, the student notebooks in `exercises/` and "
+    "their public checks (`grader.check`); the solutions and hidden tests stay with your instructor, who grades the "
+    "zip that each notebook exports (`book/exercises.md` says how to hand it in).\n\n"
+)
+
+
+def release_readme(text: str) -> str:
+    """The repository's README as the release's: the instructors' passages left out, the release note after the
+    title."""
+    title, rest = text.split("\n", 1)
+    return f"{title}\n\n{RELEASE_NOTE}{_INSTRUCTORS_ONLY.sub('', rest).lstrip()}"
 
 
 def _files(root: Path) -> list[str]:
@@ -47,6 +62,8 @@ def make_release(root: str | Path, out: str | Path) -> list[str]:
     for name in copied:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / name, out / name)
+    if "README.md" in copied:
+        (out / "README.md").write_text(release_readme((root / "README.md").read_text()))
     leaks = [
         name
         for name in copied
