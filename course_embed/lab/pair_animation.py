@@ -100,15 +100,17 @@ def frame_strip(d_model: int = 64, pairs: tuple[int, ...] = (0, 4, 8, 16), posit
     return fig
 
 
-#: Font Awesome icons of ``to_jshtml``'s buttons, as text: the page needs no stylesheet from the network.
+#: Font Awesome icons of ``to_jshtml``'s buttons, as text: the page needs no stylesheet from the network. Each glyph
+#: is in DejaVu Sans and WenQuanYi Micro Hei, the fonts a Linux browser falls back to (the media-control symbols
+#: U+23EE, U+23F8 and U+23ED are in neither and show as empty boxes).
 _ICONS = {
-    "fa fa-fast-backward": "⏮",
+    "fa fa-fast-backward": "⇤",
     "fa fa-step-backward": "◁",
     "fa fa-play fa-flip-horizontal": "◀",
-    "fa fa-pause": "⏸",
+    "fa fa-pause": "‖",
     "fa fa-play": "▶",
     "fa fa-step-forward": "▷",
-    "fa fa-fast-forward": "⏭",
+    "fa fa-fast-forward": "⇥",
     "fa fa-minus": "−",
     "fa fa-plus": "+",
 }

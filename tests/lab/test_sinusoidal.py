@@ -4,11 +4,14 @@ import base64
 import io
 import math
 import re
+from pathlib import Path
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from fontTools.ttLib import TTFont
 from PIL import Image
 
 from course_embed import sinusoidal_table
@@ -318,6 +321,16 @@ def test_animation_names_its_frame_and_needs_no_icon_font():
     html = pair_animation.animate_pairs(d_model=16, pairs=(0, 1), positions=2, name="a", alt='hands "turning"')
     assert '<img id="_anim_imga" alt="hands &quot;turning&quot;"' in html
     assert "font-awesome" not in html and "fa fa-" not in html and "▶" in html
+
+
+def test_animation_buttons_use_glyphs_that_common_fonts_have():
+    """Every button's glyph is in DejaVu Sans (matplotlib ships a copy): a browser on Linux finds it, where the
+    media-control symbols (U+23EE, U+23F8, U+23ED) show as empty boxes."""
+    cmap = TTFont(Path(matplotlib.get_data_path()) / "fonts/ttf/DejaVuSans.ttf").getBestCmap()
+    html = pair_animation.animate_pairs(d_model=16, pairs=(0, 1), positions=2, name="a")
+    buttons = re.findall(r"<button[^>]*>\s*([^<]*?)\s*</button>", html)
+    assert len(buttons) == 9 and all(buttons)
+    assert [b for b in buttons if any(ord(c) not in cmap for c in b)] == []
 
 
 def test_frame_strip_draws_each_hand_at_its_table_row():
