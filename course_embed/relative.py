@@ -65,7 +65,8 @@ class RelativePositionBias(nn.Module):
     Args:
         num_heads: ``h``.
         num_buckets: buckets (32 in T5).
-        max_distance: distances from here on share the last bucket (128 in T5).
+        max_distance: where the log-spaced buckets end (128 in T5): every distance from here on falls in the last
+            bucket, which starts before it (at 113 with T5's 32 causal buckets).
         bidirectional: ``True`` for encoders, ``False`` for causal attention.
         init_std: std of the normal init of the ``(num_buckets, h)`` table.
 
