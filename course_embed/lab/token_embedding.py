@@ -171,7 +171,10 @@ def plot_row_gradients(grad_norms, counts, pad_id: int):
 
 
 def plot_row_norm_histograms(norms: dict[str, torch.Tensor], position_norm: float, vocab_size: int, d_model: int):
-    """Histograms (log x axis) of the row norms of each init's table, and the position norm as a dashed line."""
+    """Histograms (log x axis) of the row norms of each init's table, and the position norm as a dashed line.
+
+    The title gives the ratio of the largest to the smallest mean row norm.
+    """
     if not norms:
         raise ValueError("norms is empty; pass {init: (v,) row norms} for at least one table")
     fig, ax = plt.subplots(figsize=(7, 3))
@@ -180,35 +183,44 @@ def plot_row_norm_histograms(norms: dict[str, torch.Tensor], position_norm: floa
         as_series(f"norms[{init!r}]", values.flatten().tolist(), positive=True)
         ax.hist(values.double().numpy(), bins=bins, color=color, alpha=0.8, label=init)
     ax.axvline(position_norm, color="black", linestyle="--", label=r"sinusoidal position row, $\sqrt{d/2}$")
-    low = min(v.min().item() for v in norms.values())
-    high = max(v.max().item() for v in norms.values())
+    means = [v.double().mean().item() for v in norms.values()]
     ax.set_xscale("log")
     ax.set_xlabel(f"row norm (V = {vocab_size}, d = {d_model})")
     ax.set_ylabel("rows")
-    ax.set_title(f"Row norms span a factor of {high / low:.0f} across init schemes")
+    ax.set_title(f"Mean row norms differ by a factor of {max(means) / min(means):.0f} across init schemes")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def plot_embedding_share(configs, shares: list[float]):
-    """The token table's share of the parameters against ``12 L d / V``, with the estimate ``1 / (1 + 12 L d / V)``.
+    """The token table's share of the parameters against ``12 L d / V``, with the two estimates.
 
-    ``configs`` are :class:`ModelConfig` and ``shares`` their exact shares (fractions), in the same order.
+    A model with one ``(v, d)`` table (tied, or counted without an output layer) follows ``1 / (1 + 12 L d / V)``;
+    the input table of an untied model, which has a second ``(v, d)`` matrix in its output layer, follows
+    ``1 / (2 + 12 L d / V)``. ``configs`` are :class:`ModelConfig` and ``shares`` their exact shares of the input
+    table (fractions), in the same order; untied models are drawn as squares.
     """
     configs = list(configs)
     shares = as_series("shares", shares, length=len(configs), positive=True)
     x = [12 * c.n_layers * c.d_model / c.vocab_size for c in configs]
     fig, ax = plt.subplots(figsize=(7, 3))
     grid = torch.logspace(-0.5, 1.8, 100)
-    ax.plot(grid, 100 / (1 + grid), color="gray", linestyle="--", label="1 / (1 + 12Ld/V)")
-    ax.scatter(x, [100 * s for s in shares], color="tab:blue", zorder=3, label="exact count")
+    ax.plot(grid, 100 / (1 + grid), color="gray", linestyle="--", label="one table: 1 / (1 + 12Ld/V)")
+    ax.plot(grid, 100 / (2 + grid), color="gray", linestyle=":", label="untied, input table: 1 / (2 + 12Ld/V)")
+    for untied, marker, label in ((False, "o", "exact, one table"), (True, "s", "exact, untied")):
+        pts = [(xi, 100 * s) for xi, s, c in zip(x, shares, configs, strict=True) if (c.output == "untied") == untied]
+        if pts:
+            ax.scatter(*zip(*pts, strict=True), color="tab:blue", marker=marker, zorder=3, label=label)
     for xi, share, cfg in zip(x, shares, configs, strict=True):
-        shift = (-70, 6) if xi > 20 else (5, 4)
-        ax.annotate(cfg.name, (xi, 100 * share), shift, textcoords="offset points", fontsize=8)
+        left = xi > 20 or cfg.output == "untied"  # untied labels go left, off the tied curve's labels
+        shift = (-6, 4) if left else (5, 4)
+        ax.annotate(
+            cfg.name, (xi, 100 * share), shift, textcoords="offset points", fontsize=8, ha="right" if left else "left"
+        )
     ax.set_xscale("log")
     ax.set_xlabel("12 L d / V  (rest of the model / token table, roughly)")
-    ax.set_ylabel("token table, % of parameters")
+    ax.set_ylabel("input token table, % of parameters")
     ax.set_title("The share follows V against 12 L d: width counts as much as depth")
     ax.legend(fontsize=8)
     fig.tight_layout()

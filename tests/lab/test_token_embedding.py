@@ -83,13 +83,17 @@ def test_figures_label_their_axes_and_reject_bad_input():
 
     norms = {"a": torch.tensor([0.3, 0.31]), "b": torch.tensor([21.0, 22.0])}
     fig = token_embedding.plot_row_norm_histograms(norms, 16.0, 100, 512)
-    assert fig.axes[0].get_title() == "Row norms span a factor of 73 across init schemes"  # 22 / 0.3
+    title = "Mean row norms differ by a factor of 70 across init schemes"  # 21.5 / 0.305
+    assert fig.axes[0].get_title() == title
     with pytest.raises(ValueError, match="positive"):
         token_embedding.plot_row_norm_histograms({"a": torch.tensor([0.0, 1.0])}, 16.0, 100, 512)
 
     configs = token_embedding.PUBLISHED_CONFIGS
     fig = token_embedding.plot_embedding_share(configs, [0.2, 0.1, 0.3, 0.02])
     assert fig.axes[0].get_xscale() == "log"
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend[:2] == ["one table: 1 / (1 + 12Ld/V)", "untied, input table: 1 / (2 + 12Ld/V)"]
+    assert "exact, untied" in legend  # LLaMA-2 7B is untied
     with pytest.raises(ValueError, match="shares must hold 4 values"):
         token_embedding.plot_embedding_share(configs, [0.2])
     plt.close("all")
