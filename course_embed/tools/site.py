@@ -119,6 +119,10 @@ def label_animation(text: str, alt: str) -> str:
     return re.sub(r'<input id="_anim_slider(?![^>]*aria-label)', '<input aria-label="Frame" id="_anim_slider', text)
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # the script tag of a widget's output on a page
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"  # the script tag of a notebook's stored widget state
+
+
 def _localise_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     """doctree-resolved: in raw HTML (notebook outputs), replace links to CDN files with links to the local copies,
     and label animations."""
@@ -133,7 +137,7 @@ def _localise_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> Non
             text = text.replace(remote, relative_uri(page, local))
         if '<div class="animation">' in text:
             text = label_animation(text, _cell_alt(node))
-        view = '<script type="application/vnd.jupyter.widget-view+json"'
+        view = f'<script type="{WIDGET_VIEW}"'
         if (alt := _cell_alt(node)) and view + ">" in text:
             text = text.replace(view + ">", f'{view} data-alt="{html.escape(alt)}">')
         if text != node.astext():
@@ -172,14 +176,22 @@ def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: di
     - inline scripts registered after the builder started are listed twice by Sphinx 7.4 (once with filename
       ``None``, once ``''``): a second ``const THEBE_JS_URL`` is a SyntaxError in the console of every page, so
       duplicates are dropped;
+    - a page that shows no widget (a notebook can store widget state for outputs the page removes) loads neither
+      the widget state nor the embedder (3.6 MB) nor require.js;
     - on pages with widgets, require.js learns where the embedder's own files are (it would look for its fonts
       beside the page), and MathJax gets the ``Hub.Queue`` adapter above.
     """
     scripts = context.get("script_files")
     if not scripts:
         return
+    shows_widgets = WIDGET_VIEW in context.get("body", "")
     fixed, seen = [], set()
     for script in scripts:
+        if not shows_widgets and (
+            posixpath.normpath(os.fspath(script.filename or "")) in WIDGET_JS
+            or script.attributes.get("type") == WIDGET_STATE
+        ):
+            continue
         name = os.fspath(script.filename or "")
         if name.startswith("_static/../"):
             script = type(script)(posixpath.normpath(name), priority=script.priority, **script.attributes)
@@ -200,11 +212,16 @@ def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: di
 
 
 # At a phone's width nothing sticks out of the text column: wide inline math scrolls sideways (the theme cuts it
-# off; display math already scrolls), long inline code and the next/previous chapter titles wrap.
+# off; display math already scrolls), long inline code and the next/previous chapter titles wrap. On a desktop, code
+# and its output are set a little smaller, so that a chapter's 88-character lines fit the text column (about 690 px
+# at 1280 px) without scrolling; and the header band goes, which held only a second search box beside the sidebar's
+# (on a phone, where the sidebar folds away, the header and its search stay).
 SITE_CSS = (
     "span.math { overflow-x: auto; overflow-y: hidden; } span.math > mjx-container { flex-shrink: 0; } "
     "code.docutils.literal, code.docutils.literal span.pre { white-space: pre-wrap; overflow-wrap: anywhere; } "
     ".prev-next-area a, .prev-next-info { min-width: 0; } .prev-next-title { overflow-wrap: anywhere; } "
+    "@media (min-width: 960px) { div.highlight pre, div.cell_output pre { font-size: 0.75rem; } "
+    ".bd-header { display: none; } :root { --pst-header-height: 0px; } } "
     ".edition-switch { text-align: right; font-size: 0.9em; } .translation-status { font-size: 0.85em; } "
     "@media print { .edition-switch, .translation-status { display: none; } }"
 )
@@ -231,12 +248,15 @@ def accessible_page(text: str) -> str:
       missing from that name (both: label-content-name-mismatch);
     - Sphinx's citation list holds list items, not the deprecated ``doc-biblioentry`` (aria-required-children);
     - a collapsed cell's toggle (myst-nb's ``hide-input``/``hide-output``) is named by its visible text ("Show code
-      cell output"), not "Toggle hidden content" (label-content-name-mismatch).
+      cell output"), not "Toggle hidden content" (label-content-name-mismatch);
+    - the theme's Font Awesome script goes: 1.5 MB on every page, there for custom icons, which the site has none
+      of; the theme's stylesheet draws its own icons with the Font Awesome web fonts.
     """
     text = re.sub(r'(<button class="[^"]*\bsearch-button__button\b[^"]*"[^>]*?) aria-label="[^"]*"', r"\1", text)
     text = text.replace('<summary aria-label="Toggle hidden content">', "<summary>")
     text = re.sub(r'(<i class="theme-switch [^"]*"[^>]*?)\s+title="[^"]*"', r"\1", text)
     text = text.replace('role="doc-biblioentry"', 'role="listitem"')
+    text = re.sub(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>', "", text)
     if SITE_CSS not in text:
         text = text.replace("</head>", f"<style>{SITE_CSS}</style>\n</head>", 1)
     return text

@@ -155,6 +155,21 @@ OVERFLOW = """() => {
 }"""
 
 
+# At a desktop's width: the code cells and outputs whose longest line fits the chapters' limit (88 characters) but
+# whose block scrolls sideways anyway; and how many search boxes show.
+CODE_WIDTH = 88
+DESKTOP = """(limit) => {
+  const blocks = [...document.querySelectorAll('article div.highlight pre, article div.cell_output pre')];
+  const longest = pre => Math.max(...pre.textContent.split('\\n').map(line => line.length));
+  const fitting = blocks.filter(pre => longest(pre) <= limit);
+  const shown = el => el.getBoundingClientRect().width > 0 && getComputedStyle(el).visibility !== 'hidden';
+  return {blocks: blocks.length, fitting: fitting.length,
+          search_boxes: [...document.querySelectorAll('.search-button__button')].filter(shown).length,
+          scrolling: fitting.filter(pre => pre.scrollWidth > pre.clientWidth + 1).slice(0, 5)
+                            .map(pre => `${longest(pre)} characters: ${pre.scrollWidth}/${pre.clientWidth} px`)};
+}"""
+
+
 @dataclass
 class PageReport:
     """What one page did in the browser."""
@@ -168,6 +183,8 @@ class PageReport:
     animations: list[dict] = field(default_factory=list)
     axe: list[dict] = field(default_factory=list)
     phone: dict = field(default_factory=dict)
+    desktop: dict = field(default_factory=dict)
+    loaded: dict[str, int] = field(default_factory=dict)  # URL -> bytes, of everything the page loaded
 
 
 class _Ids(html.parser.HTMLParser):
@@ -237,14 +254,13 @@ def reports(built_site, site_url, chromium, axe_js) -> dict[str, PageReport]:
         )
         page.on("pageerror", lambda e, r=report: r.console_errors.append(f"uncaught: {e}"))
         page.on("requestfailed", lambda q, r=report: r.failed_requests.append(f"{q.url}: {q.failure}"))
-        page.on(
-            "response", lambda s, r=report: s.status >= 400 and r.failed_requests.append(f"{s.url}: HTTP {s.status}")
-        )
+        page.on("response", lambda s, r=report: _record_response(r, s))
         page.goto(site_url + path, wait_until="load", timeout=WAIT_MS)
         if 'http-equiv="refresh"' in (built_site.html / path).read_text(encoding="utf-8").lower():  # index
             page.wait_for_url(lambda url, path=path: url != site_url + path, timeout=WAIT_MS)
             page.wait_for_load_state("load")
         report.seen = page.evaluate(INSPECT)
+        report.desktop = page.evaluate(DESKTOP, CODE_WIDTH)
         page.screenshot(path=str(SCREENSHOTS / shot), full_page=True, timeout=SHOT_MS)
         report.animations = page.evaluate(STEP_ANIMATIONS)
         page.add_script_tag(path=str(axe_js))
@@ -256,9 +272,20 @@ def reports(built_site, site_url, chromium, axe_js) -> dict[str, PageReport]:
         page.close()
     context.close()
     print(f"\nscreenshots of {len(results)} pages in {SCREENSHOTS} (and {SCREENSHOTS / 'phone'})")
+    print(
+        "page weights (MB, everything a page loads): "
+        + ", ".join(f"{path} {sum(report.loaded.values()) / 1e6:.2f}" for path, report in results.items())
+    )
     for path, report in results.items():
         print(f"axe {path}: " + (", ".join(f"{v['id']} ({v['impact']}, {v['nodes']})" for v in report.axe) or "none"))
     return results
+
+
+def _record_response(report: PageReport, response) -> None:
+    if response.status >= 400:
+        report.failed_requests.append(f"{response.url}: HTTP {response.status}")
+    else:  # the local server sends each file's length; a data: URL or a cached file sends none
+        report.loaded[response.url] = int(response.headers.get("content-length", 0))
 
 
 def _problems(reports, check) -> dict[str, list]:
@@ -412,6 +439,28 @@ def test_nothing_overflows_the_content_column_at_a_phone_width(reports):
     for path, report in reports.items():
         shot = SCREENSHOTS / "phone" / (path.replace("/", "__")[:-5] + ".png")
         assert shot.is_file() and shot.stat().st_mtime >= report.opened - 1, shot
+
+
+def test_code_fits_the_text_column_at_a_desktop_width(reports):
+    chapters = {
+        f"{edition}{entry}.html" for edition in EDITIONS for entry in toc_files() if (ROOT / f"{entry}.ipynb").exists()
+    }
+    assert not _problems({path: reports[path] for path in chapters}, lambda r: r.desktop["scrolling"])
+    assert all(reports[path].desktop["fitting"] >= 5 for path in chapters)  # the check saw the code
+
+
+def test_one_search_box_at_a_desktop_width(reports):
+    assert not _problems(reports, lambda r: r.desktop["search_boxes"] != 1 and f"{r.desktop['search_boxes']} boxes")
+
+
+def test_a_page_loads_the_widget_embedder_only_when_it_shows_a_widget(reports):
+    def problems(report):
+        embedder = [url for url in report.loaded if url.split("?")[0].endswith(("embed-amd.js", "require.js"))]
+        return embedder if not report.seen["widget_views"] else []
+
+    assert not _problems(reports, problems)
+    heavy = {path: round(sum(r.loaded.values()) / 1e6, 2) for path, r in reports.items()}
+    assert all(0.1 < weight < 6 for weight in heavy.values()), heavy  # the weights were recorded, none balloons
 
 
 def test_the_pdf_is_linked_from_the_site(built_site, reports, site_url):

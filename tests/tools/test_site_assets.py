@@ -335,7 +335,9 @@ def test_build_localises_cdn_links_in_outputs_and_flags_remote_loads(tmp_path):
 
 
 def test_accessible_page_fixes_what_axe_found_in_the_theme():
-    page = """<html><head><title>t</title></head><body>
+    page = """<html><head><title>t</title>
+  <script defer src="../_static/scripts/fontawesome.js?digest=55c26ed414f5f8a31ebb"></script>
+  <script defer src="../_static/scripts/bootstrap.js?digest=55c26ed414f5f8a31ebb"></script></head><body>
 <button class="btn search-button-field search-button__button pst-js-only" title="Search" aria-label="Search">
  <span class="search-button__default-text">Search</span><kbd>Ctrl</kbd>+<kbd>K</kbd></button>
 <button class="btn theme-switch-button" aria-label="Color mode">
@@ -349,6 +351,7 @@ def test_accessible_page_fixes_what_axe_found_in_the_theme():
     assert 'aria-label="Color mode"' in fixed and 'data-mode="light">' in fixed and 'title="Light"' not in fixed
     assert 'role="listitem"' in fixed and "doc-biblioentry" not in fixed
     assert "<summary>" in fixed and "Toggle hidden content" not in fixed
+    assert "fontawesome.js" not in fixed and "scripts/bootstrap.js" in fixed
     assert fixed.count(site.SITE_CSS) == 1 and site.accessible_page(fixed) == fixed
 
 
