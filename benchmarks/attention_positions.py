@@ -107,13 +107,18 @@ def alibi_tables(device: str, threads: int, rounds: int) -> str:
         f"{bench.tensor_bytes(key_only) / 2**10:.1f} KiB ({bench.tensor_bytes(full) // bench.tensor_bytes(key_only)}x "
         f"less)"
     )
+
+    def paired(table, what):  # the median of the per-round ratios, as in the table, with its interval
+        mid, low, high = table.ratio_ci("materialised", "key_only")
+        return f"key-only {what}: {mid:.2f}x [{low:.2f}, {high:.2f}] ({table.interval_label})"
+
     return "\n".join(
         [
             apply.format(),
-            f"key-only: {apply.speedup('key_only'):.2f}x on apply",
+            paired(apply, "on apply"),
             "",
             build.format(),
-            f"key-only: {build.speedup('key_only'):.2f}x on build + apply",
+            paired(build, "on build + apply"),
             memory,
             "",
         ]

@@ -85,12 +85,12 @@ def main() -> None:
                 memory[name] = table_bytes(rope)
     base = {p: statistics.median(steps["none"][p]) for p in POSITIONS}
     print(f"decoding steps, q (1, 32, 1, 128), k (1, 8, 1, 128), float32; prompt {PROMPT}, L0 {L0}")
-    print(f"{'scaling':<28} {'median step':>11} {'worst step':>10} {'at':>7} {'worst / unscaled':>17} {'tables':>9}")
+    print(f"{'scaling':<28} {'median step':>11} {'step at worst':>13} {'at':>7} {'worst / unscaled':>17} {'tables':>9}")
     for name in SCALINGS:
         medians = {p: statistics.median(steps[name][p]) for p in POSITIONS}
         worst = max(POSITIONS, key=lambda p: medians[p] / base[p])
         print(
-            f"{name:<28} {seconds(statistics.median(medians.values())):>11} {seconds(medians[worst]):>10} "
+            f"{name:<28} {seconds(statistics.median(medians.values())):>11} {seconds(medians[worst]):>13} "
             f"{worst:>7} {medians[worst] / base[worst]:16.2f}x {memory[name] / 2**20:7.2f} MiB"
         )
     print("per position, ratio to the unscaled step:")

@@ -1,4 +1,4 @@
-"""Timing harness: time, achieved bandwidth and the fraction of a same-size copy, measured side by side.
+"""Timing harness: time, achieved bandwidth and the share of a copy's rate, measured side by side.
 
 Shapes: ``b`` batch, ``s`` sequence, ``d`` model width, ``h`` heads, ``h_d`` head dim.
 
@@ -8,7 +8,8 @@ An input layer does almost no arithmetic: it moves memory. Its speed limit is th
 
 and the honest way to report a kernel is the bandwidth it achieves on the *minimum* bytes (what any
 implementation has to read and write), next to a plain copy of the same number of bytes timed in the same run:
-a copy is the fastest way to move bytes, so ``copy time / variant time`` says how close to the limit a variant is.
+a copy is the fastest way to move bytes, so the variant's GB/s over the copy's says how close to the limit a variant is
+(``copy time / variant time`` where the two move the same bytes).
 
 :func:`compare` times every variant in interleaved rounds, each round in a freshly shuffled order (A, C, copy,
 B, then C, B, A, copy, ...), so a noisy neighbour slows all of them alike and no variant always runs after the
@@ -186,7 +187,7 @@ class Row:
 
 @dataclass(frozen=True)
 class BenchTable:
-    """Variants of one computation timed side by side, with a same-size copy and a baseline."""
+    """Variants of one computation timed side by side, with a copy of the layer's bytes and a baseline."""
 
     title: str
     rows: tuple[Row, ...]
@@ -211,8 +212,13 @@ class BenchTable:
         return any(r.name == COPY for r in self.rows)
 
     def of_copy(self, name: str) -> float:
-        """``copy time / variant time``: 1.0 means as fast as copying the same number of bytes."""
-        return self.row(COPY).seconds / self.row(name).seconds
+        """The variant's bandwidth over the copy's, each on its own bytes: 1.0 means as fast as copying its bytes.
+
+        For a variant that moves the bytes the copy moves this is ``copy time / variant time``; a variant that moves
+        fewer (the bare gather reads no position rows) is compared with the copy's rate, not with a copy of more
+        bytes than it moves.
+        """
+        return self.row(name).gbps / self.row(COPY).gbps
 
     @property
     def n_rounds(self) -> int:

@@ -108,6 +108,20 @@ def test_table_ratios_and_format():
         t.row("nope")
 
 
+def test_of_copy_compares_rates_when_a_variant_moves_fewer_bytes():
+    # a gather moving 600 bytes in the copy's time (the copy moves the layer's 1000 bytes) runs at 60% of the copy's
+    # rate, not at 100%; the ratio of times alone would say it matched a copy of bytes it never moves
+    rows = (
+        bench.Row("textbook", 4e-3, (4e-3, 4e-3), 1000),
+        bench.Row("gather", 5e-4, (5e-4, 5e-4), 600),
+        bench.Row("copy", 5e-4, (5e-4, 5e-4), 1000),
+    )
+    t = bench.BenchTable("demo", rows, "textbook", "2 threads", "cpu")
+    assert math.isclose(t.of_copy("gather"), 0.6)
+    assert math.isclose(t.of_copy("textbook"), 5e-4 / 4e-3)
+    assert " 60%" in next(line for line in t.format().splitlines() if line.startswith("gather"))
+
+
 def test_compare_times_every_variant_and_the_copy(device):
     x = torch.randn(256, 64, device=device)
     result = bench.compare(

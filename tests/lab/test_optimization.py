@@ -96,7 +96,7 @@ def test_speedup_plot_shows_each_variant_with_its_interval_the_noise_floor_and_t
     assert [tuple(seg[:, 1]) for seg in segments] == [(2.0, 4.0), (2.0, 4.0)]  # the range of 3 rounds
     band = next(c for c in ax.collections if c.get_label() == "noise floor")
     assert band.get_paths()[0].vertices[:, 1].min() == pytest.approx(0.8)  # 4 / 5: the floor's low end
-    copy_lines = [c for c in ax.collections if c.get_label() == "same-size copy"]
+    copy_lines = [c for c in ax.collections if c.get_label() == "copy of the layer's bytes"]
     assert len(copy_lines) == 1 and ax.get_yscale() == "log"
     assert ax.get_ylabel() == "speed-up over textbook (log)"
 
