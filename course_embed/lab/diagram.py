@@ -16,14 +16,18 @@ BOXES = {
     "lookup": ("lookup\nW[ids]", "ch. 1"),
     "scale": ("× √d", "ch. 2"),
     "position": ("+ position\nvectors", "ch. 3, 5"),
-    "layernorm": ("LayerNorm\n(some models)", "ch. 4"),
+    "layernorm": ("LayerNorm", "ch. 4"),
     "dropout": ("dropout", "ch. 4"),
     "attention": ("attention\nlayer 1\nq·k, softmax", "ch. 5: RoPE,\nALiBi act here"),
     "layers": ("layers\n2 … N", ""),
     "output": ("output layer\nlogits = h Wᵀ", "ch. 1, 2"),
 }
-#: Boxes drawn with a dashed edge: not every model has them.
-OPTIONAL = ("layernorm",)
+#: Boxes drawn with a dashed edge: only some models have them. BERT, GPT-2 and LLaMA do not scale by √d;
+#: LLaMA adds no position vector (RoPE acts inside attention); GPT-2 and LLaMA have no LayerNorm here;
+#: LLaMA has no input dropout.
+OPTIONAL = ("scale", "position", "layernorm", "dropout")
+#: The legend drawn under the boxes.
+LEGEND = "dashed box: only some models have it"
 
 
 def draw_input_layer(highlight: str | None = None):
@@ -102,10 +106,20 @@ def draw_input_layer(highlight: str | None = None):
         color="dimgray",
         style="italic",
     )
+    ax.text(
+        centres["ids"] - width / 2,
+        -0.45,
+        LEGEND,
+        ha="left",
+        va="top",
+        fontsize=7.5,
+        color="dimgray",
+        style="italic",
+    )
     ax.set_xlim(-0.1, len(BOXES) * (width + gap))
     ax.set_ylim(-0.65, height + 0.9)
     ax.set_axis_off()
-    title = "The input layer: from token ids to the first attention layer"
+    title = "The input layer and what it feeds: from token ids to the logits"
     ax.set_title(title if highlight is None else f"{title} (this chapter: {highlight})", fontsize=10)
     fig.tight_layout()
     return fig

@@ -153,10 +153,10 @@ def plot_row_gradients(grad_norms, counts, pad_id: int):
     ax.annotate(
         f"pad (id {pad_id}): used {used[pad_id]:.0f}x, gradient exactly 0",
         (pad_id, 0),
-        (len(grads) * 0.45, top * 1.15),
+        (pad_id - 0.1, top * 1.2),  # above the pad's empty slot: the arrow crosses no bar
         color="tab:red",
         fontsize=9,
-        arrowprops={"arrowstyle": "->", "color": "tab:red"},
+        arrowprops={"arrowstyle": "->", "color": "tab:red", "relpos": (0.0, 0.0)},
     )
     for i, (g, n) in enumerate(zip(grads, used, strict=True)):
         if i != pad_id:

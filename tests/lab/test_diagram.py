@@ -27,7 +27,12 @@ def test_every_box_is_drawn_in_order_with_its_label():
     for label, chapters in diagram.BOXES.values():
         assert label in texts and (not chapters or chapters in texts)
     assert any("tied" in t for t in texts)
-    assert boxes["box-layernorm"].get_linestyle() == "--"  # optional
+    for name in ("scale", "position", "layernorm", "dropout"):  # only some models have them
+        assert boxes[f"box-{name}"].get_linestyle() == "--"
+    for name in ("ids", "lookup", "attention", "layers", "output"):
+        assert boxes[f"box-{name}"].get_linestyle() == "-"
+    assert diagram.LEGEND in texts and "dashed" in diagram.LEGEND
+    assert "logits" in fig.axes[0].get_title()
 
 
 def test_highlight_colours_one_box():
