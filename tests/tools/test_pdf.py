@@ -188,6 +188,26 @@ def test_every_code_and_output_line_is_whole(book_pdf):
     _whole_lines(book_pdf)
 
 
+def _no_near_empty_pages(reader: PdfReader, least: int) -> None:
+    """After the title page, every page holds a figure or at least ``least`` characters of text (a few lines), except
+    the last page of a chapter (or of the contents) that continues one before it: a chapter's last lines may end
+    where they fall, but no page holds a short chapter alone, or a heading the next page continues."""
+    starts = {page for depth, _, page in _bookmarks(reader) if depth == 0}
+    continued_end = {i for i in range(2, len(reader.pages)) if (i + 1 in starts or i + 1 == len(reader.pages))}
+    near_empty = [
+        (i + 1, len(text))
+        for i, page in enumerate(reader.pages[1:], start=1)
+        if len(text := re.sub(r"\s+", "", page.extract_text())) < least
+        and not page.images
+        and not (i in continued_end and i not in starts)
+    ]
+    assert not near_empty, f"near-empty pages (page, characters): {near_empty}"
+
+
+def test_no_page_is_near_empty(book_pdf):
+    _no_near_empty_pages(book_pdf, least=150)
+
+
 def test_build_pdf_refuses_a_site_that_was_not_built(tmp_path):
     with pytest.raises(
         RuntimeError, match=r"no book/intro\.html, .*book/bibliography\.html.* in .*build the site first"
@@ -228,3 +248,4 @@ def test_the_chinese_pdf_is_a_book_too(chinese_pdf):
     assert "Transformer 输入层" in chinese_pdf.pages[0].extract_text()
     assert re.sub(r"\s+", "", chinese_pdf.pages[1].extract_text()).startswith("目录")
     _whole_lines(chinese_pdf)
+    _no_near_empty_pages(chinese_pdf, least=75)  # a Chinese character says about what two English letters do
