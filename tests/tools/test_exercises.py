@@ -325,11 +325,35 @@ PUBLIC_MISTAKES = {
                 "    return torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)",
                 "holds the sines in columns 0-1 and the cosines in 2-3 ([sin | cos] halves): interleave them",
             ),
+            "the base hard-coded to 10000": (
+                "_solved = sinusoidal\n"
+                "def sinusoidal(length, d_model, base=10000.0):\n"
+                "    return _solved(length, d_model)",
+                "sinusoidal(3, 4, 100.0) is the table for base 10000: omega_i = base ** (-2i / d) with the base "
+                "argument",
+            ),
         },
         "q2": {
             "the textbook rotation [[c, -s], [s, c]]": (
                 "_solved = rotation\ndef rotation(k, d_model, base=10000.0):\n    return _solved(k, d_model, base).T",
                 "rotation(3, 8) @ PE[0] must equal PE[3], and its transpose does",
+            ),
+            "the base hard-coded to 10000": (
+                "_solved = rotation\ndef rotation(k, d_model, base=10000.0):\n    return _solved(k, d_model)",
+                "rotation(3, 4, 100.0) is M_3 for base 10000: omega_i = base ** (-2i / d) with the base argument",
+            ),
+            "float32 angles, a float64 matrix": (
+                "def rotation(k, d_model, base=10000.0):\n"
+                "    if d_model % 2:\n"
+                "        raise ValueError('odd d_model')\n"
+                "    angles = (k * base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)).double()\n"
+                "    m = torch.zeros(d_model, d_model, dtype=torch.float64)\n"
+                "    i = torch.arange(0, d_model, 2)\n"
+                "    m[i, i], m[i, i + 1] = angles.cos(), angles.sin()\n"
+                "    m[i + 1, i], m[i + 1, i + 1] = -angles.sin(), angles.cos()\n"
+                "    return m",
+                "rotation(12345.5, 8) is off from M_k by up to {1e-6..1e-3} (float64 rounds to about 1e-12): compute "
+                "omega and the angles k * omega in float64",
             ),
         },
         "q3": {

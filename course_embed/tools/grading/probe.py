@@ -26,9 +26,11 @@ none of it but the answer's outputs:
 * **No self-reports.** A flag the notebook computes (``out is w``, ``a.weight is b.weight``) earns nothing; a
   test observes the behaviour instead (the tensor it passed in holds the result; changing one table changes the
   other module's output).
-* **Hidden inputs come from a secret.** A hidden test takes a keyword-only ``seed``: the grader draws it per
-  grading run, hands it to the gathering as a call argument (never in a file the sandbox can read) and gives the
-  checking half the same value, so a table of one run's inputs is worth nothing in the next::
+* **Hidden inputs come from a secret.** A hidden test takes a keyword-only ``seed``: the grader derives it from
+  the exercise's name and the instructor's grading key (``submission.grading_seed``; the same in every grading
+  run, so a notebook graded again gets the same grade), hands it to the gathering as a call argument (never in a
+  file the sandbox can read) and gives the checking half the same value, so a table of the inputs under one key
+  is worth nothing under another::
 
       @test("q1", points=1, hidden=True)
       def sinusoidal_other_sizes(sinusoidal, *, seed):
