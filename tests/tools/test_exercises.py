@@ -174,7 +174,8 @@ def _source_namespace(name: str, extra: str = "") -> dict:
 
 
 #: Mistakes learners make and the public feedback each must get: code run after the solutions (replacing one
-#: answer), and a piece of the one sentence the question's public check must show.
+#: answer), a piece of the one sentence the question's public check must show, and (optionally) pieces it must not
+#: show because they name a cause that is not the mistake.
 PUBLIC_MISTAKES = {
     "01_token_embedding": {
         "q1": {
@@ -196,6 +197,26 @@ PUBLIC_MISTAKES = {
                 "            weight[padding_idx].zero_()\n"
                 "    return weight",
                 "of the samples lie within one std, a normal has 0.683: sample N(0, 1/d) with normal_",
+            ),
+            "std from the vocabulary size": (
+                "def init_embedding_(weight, padding_idx=None):\n"
+                "    with torch.no_grad():\n"
+                "        weight.normal_(0.0, weight.shape[0] ** -0.5)\n"
+                "        if padding_idx is not None:\n"
+                "            weight[padding_idx].zero_()\n"
+                "    return weight",
+                "is vocab_size ** -0.5: d_model is weight.shape[1]",
+                "variance",
+            ),
+            "Xavier's uniform init (the tutorial's)": (
+                "def init_embedding_(weight, padding_idx=None):\n"
+                "    with torch.no_grad():\n"
+                "        nn.init.xavier_uniform_(weight)\n"
+                "        if padding_idx is not None:\n"
+                "            weight[padding_idx].zero_()\n"
+                "    return weight",
+                "N(0, 1/d_model) depends on the width only (not Xavier's fan-in and fan-out)",
+                "variance",
             ),
             "a new tensor instead of in place": (
                 "def init_embedding_(weight, padding_idx=None):\n"
@@ -232,6 +253,35 @@ PUBLIC_MISTAKES = {
                 "        init_embedding_(self.weight, padding_idx)",
                 "TokenEmbedding(10, 4, padding_idx=10) (a pad id outside [0, vocab_size): check it in __init__) "
                 "raised IndexError",
+            ),
+            "a negative padding_idx accepted (as nn.Embedding does)": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def __init__(self, vocab_size, d_model, padding_idx=None):\n"
+                "        if padding_idx is not None and padding_idx < 0:\n"
+                "            padding_idx += vocab_size\n"
+                "        super().__init__(vocab_size, d_model, padding_idx)",
+                "TokenEmbedding(10, 4, padding_idx=-1) (a negative pad id: nn.Embedding reads -1 as the last row, "
+                "the question asks for [0, vocab_size): check padding_idx >= 0 in __init__) must raise ValueError, "
+                "but it returned a value of type TokenEmbedding",
+            ),
+            "scaled by d instead of sqrt(d)": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def forward(self, ids):\n"
+                "        return super().forward(ids) * math.sqrt(self.weight.shape[1])",
+                "must return weight[ids] * sqrt(8): the lookup, then the sqrt(d_model) scale",
+                "share one table",
+            ),
+            "a plain tensor for the weight": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def __init__(self, vocab_size, d_model, padding_idx=None):\n"
+                "        super().__init__(vocab_size, d_model, padding_idx)\n"
+                "        w = self.weight.detach().clone().requires_grad_()\n"
+                "        del self.weight\n"
+                "        self.weight = w",
+                "TokenEmbedding(10, 8, padding_idx=0).weight is a plain tensor: make it an nn.Parameter",
             ),
             "one table shared by every module": (
                 "_TABLE = nn.Parameter(torch.zeros(10, 8))\n"
@@ -282,7 +332,15 @@ PUBLIC_MISTAKES = {
             "no check of the shapes": (
                 "def tie(embedding, output):\n    output.weight = embedding.weight\n    return output",
                 "tie(nn.Embedding(11, 4), nn.Linear(11, 4)) (weight (4, 11): the wrong way round) must raise "
-                "ValueError, but it returned",
+                "ValueError, but it returned a value of type Linear",
+            ),
+            "two Parameters sharing one storage (.data)": (
+                "def tie(embedding, output):\n"
+                "    if output.weight.shape != embedding.weight.shape:\n"
+                "        raise ValueError(f'{tuple(output.weight.shape)} != {tuple(embedding.weight.shape)}')\n"
+                "    output.weight.data = embedding.weight.data\n"
+                "    return output",
+                "the two layers hold two Parameters that share their values (.data), so each gets its own gradient",
             ),
             "an error that names no shape": (
                 "def tie(embedding, output):\n"
@@ -420,6 +478,18 @@ PUBLIC_MISTAKES = {
                 "    return out",
                 "rope(x, offset=3000) in float64 is off by",
             ),
+            "the base hard-coded to 10000": (
+                "_solved = rope\ndef rope(x, offset=0, base=10000.0):\n    return _solved(x, offset)",
+                "rope(x, offset=1, base=100.0) turns the pairs by base 10000's angles",
+            ),
+            "theta_i = base ** (-i / d) (the 2 forgotten)": (
+                "_solved = rope\n"
+                "def rope(x, offset=0, base=10000.0):\n"
+                "    return _solved(x, offset, base ** 0.5)",
+                "rope(x, offset=1) on (1, 0, 1, 0, ...) (head_dim 8) must turn pair i by theta_i = base ** (-2i / "
+                "head_dim) = 1, 0.1, 0.01, 0.001 radians",
+                "offset is the first token's position",
+            ),
         },
         "q2": {
             "the power-of-two formula for any n": (
@@ -525,7 +595,7 @@ def _assert_says(message: str, expected: str):
 
 @pytest.mark.parametrize("name, question, label", MISTAKES, ids=[f"{n[:2]}-{q}-{label}" for n, q, label in MISTAKES])
 def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says_why(name, question, label):
-    code, expected = PUBLIC_MISTAKES[name][question][label]
+    code, expected, *absent = PUBLIC_MISTAKES[name][question][label]
     tests = [t for t in load_suite(ROOT / "exercises", name).tests if t.question == question]
     answers = {a for t in tests for a in t.answers}
     solved = _source_namespace(name)
@@ -538,6 +608,8 @@ def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says
     assert all(lines), "one sentence per failed test"
     if "halves" in label or "rotate-half" in label:  # a layout bug is not blamed on the angles' precision
         assert not any("float64" in line for line in lines), lines
+    for wrong_cause in absent:  # a cause the check did not test is not named
+        assert wrong_cause not in str(failed.value), f"{label}: blames {wrong_cause!r}: {failed.value}"
 
 
 @pytest.mark.parametrize("name", NAMES)
