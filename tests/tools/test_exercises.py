@@ -93,6 +93,34 @@ def test_measurement_questions_ask_for_the_code_that_measures(built_exercises, n
     assert "digest" not in built_exercises[name].student.read_text()
 
 
+@pytest.mark.parametrize("name", NAMES[:1] + NAMES[-1:])
+def test_the_export_cell_replaces_its_own_zip_and_holds_only_its_exercise(built_exercises, name, tmp_path, monkeypatch):
+    """A learner's folder with two exercises and otter's check log of both: running the export cell twice leaves
+    one zip, named after the exercise, holding its notebook only (no log of the other exercise's checks)."""
+    import zipfile
+
+    import otter.check.notebook as otter_notebook
+
+    other = NAMES[1] if name != NAMES[1] else NAMES[0]
+    for exercise in (name, other):
+        shutil.copy(built_exercises[exercise].student, tmp_path / f"{exercise}.ipynb")
+    (tmp_path / ".OTTER_LOG").write_bytes(b"the checks of every exercise run in this folder")
+    student = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
+    init = next(c.source for c in student.cells if c.cell_type == "code" and "otter.Notebook" in c.source)
+    export = next(c.source for c in student.cells if c.cell_type == "code" and "grader.export" in c.source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(otter_notebook, "grade_zip_file", lambda *a, **k: type("R", (), {"summary": lambda s: ""})())
+    namespace = {}
+    exec(init, namespace)
+    for _ in range(2):
+        exec(export, namespace)
+    zips = sorted(p.name for p in tmp_path.glob("*.zip"))
+    assert zips == [f"{name}.zip"], f"running the export cell twice left {zips}"
+    with zipfile.ZipFile(tmp_path / f"{name}.zip") as zf:
+        names = [n for n in zf.namelist() if n != otter_notebook._ZIP_NAME_FILENAME]  # the zip's own name, otter's
+    assert names == [f"{name}.ipynb"], f"the export of {name} holds {names}"
+
+
 def _solved(built, extra: str = "") -> dict:
     """The namespace of the solved notebook (its code cells in order, answers from the solution, grader cells
     left out), with ``extra`` run last."""
@@ -483,9 +511,7 @@ PUBLIC_MISTAKES = {
                 "rope(x, offset=1, base=100.0) turns the pairs by base 10000's angles",
             ),
             "theta_i = base ** (-i / d) (the 2 forgotten)": (
-                "_solved = rope\n"
-                "def rope(x, offset=0, base=10000.0):\n"
-                "    return _solved(x, offset, base ** 0.5)",
+                "_solved = rope\ndef rope(x, offset=0, base=10000.0):\n    return _solved(x, offset, base ** 0.5)",
                 "rope(x, offset=1) on (1, 0, 1, 0, ...) (head_dim 8) must turn pair i by theta_i = base ** (-2i / "
                 "head_dim) = 1, 0.1, 0.01, 0.001 radians",
                 "offset is the first token's position",
