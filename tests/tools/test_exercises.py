@@ -542,6 +542,11 @@ PUBLIC_MISTAKES = {
                 "    return F.embedding(ids, weight, padding_idx).add_(pe)",
                 "changed weight: only the lookup's own output may change in place",
             ),
+            "a scaled copy of the whole (V, d) table on every call": (
+                "def lookup_add(ids, weight, pe, scale, padding_idx=None):\n"
+                "    return F.embedding(ids, weight * scale, padding_idx).add_(pe)",
+                "made a new (vocab, d) tensor (aten.mul.Tensor): a scaled copy of the whole table on every call",
+            ),
             "chapter 6's out= line under autograd": (
                 "def lookup_add(ids, weight, pe, scale, padding_idx=None):\n"
                 "    out = F.embedding(ids, weight, padding_idx)\n"
@@ -583,7 +588,49 @@ PUBLIC_MISTAKES = {
                 "is not coalesced (rows [1, 3, 1]): call .coalesce(), one entry per row",
             ),
         },
+        "q3": {
+            "something drawn before torch.randint": (
+                "_solved = sparse_fraction\n"
+                "def sparse_fraction(seed):\n"
+                "    torch.manual_seed(seed)\n"
+                "    torch.randn(8, 256)\n"
+                "    ids = torch.randint(0, 32000, (8, 256))\n"
+                "    grad = sparse_embedding_grad(ids, torch.ones(8, 256, 512), 32000)\n"
+                "    return (grad.indices().numel() * 8 + grad.values().numel() * 4) / (32000 * 512 * 4)",
+                "sparse_fraction(2) is 0.06205, expected 0.0626 to 4 decimals, though seed 1 gave the right value: "
+                "other ids were drawn",
+            ),
+        },
         "q4": {
+            "a working set below the sweep takes the last (DRAM) step (bisect)": (
+                "import bisect\n"
+                "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+                "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+                "    k = bisect.bisect_right([size for size, _ in staircase], nbytes) - 1\n"
+                "    memory = nbytes / (staircase[k][1] * 1e9)\n"
+                "    compute = 2 * batch * seq * d_model / (peak_gflops * 1e9)\n"
+                "    return (compute, 'compute') if compute > memory else (memory, 'memory')",
+                "a working set smaller than every swept size takes the first entry",
+            ),
+            "b * s * d FLOPs (the multiply or the add left out)": (
+                "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+                "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+                "    reached = [g for size, g in staircase if size <= nbytes]\n"
+                "    memory = nbytes / ((reached[-1] if reached else staircase[0][1]) * 1e9)\n"
+                "    compute = batch * seq * d_model / (peak_gflops * 1e9)\n"
+                "    return (compute, 'compute') if compute > memory else (memory, 'memory')",
+                "b * s * d FLOPs: the layer does 2 * b * s * d (a multiply and an add per output element)",
+            ),
+            "the sum of the two roofs": (
+                "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+                "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+                "    reached = [g for size, g in staircase if size <= nbytes]\n"
+                "    memory = nbytes / ((reached[-1] if reached else staircase[0][1]) * 1e9)\n"
+                "    compute = 2 * batch * seq * d_model / (peak_gflops * 1e9)\n"
+                "    return memory + compute, 'compute' if compute > memory else 'memory'",
+                "the bound is the larger of the two roofs, not their sum",
+                "has reached the 1 MiB step",
+            ),
             "GiB/s for GB/s": (
                 "_solved = time_bound\n"
                 "def time_bound(b, s, d, itemsize, staircase, peak):\n"
