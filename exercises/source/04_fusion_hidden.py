@@ -62,10 +62,22 @@ def _compare(label, r, outs, grad, offsets, dtype):
         assert out.shape == expected.shape, f"{label}, offset {offset}: expected shape {tuple(expected.shape)}"
         error = (out.double() - expected.double()).abs().max().item() if out.numel() else 0.0
         tol = 1e-9 if dtype == torch.float64 else 1e-5
-        assert error <= tol, f"{label}, offset {offset}: off by up to {error:.1e} (float64 angles? the offset?)"
-    found = r["grad"] is not None and as_tensor(r["grad"], "token.weight.grad").double()
-    assert found is not False and found.shape == grad.shape and torch.allclose(found, grad, atol=1e-5), (
-        f"{label}: the token table's gradient is wrong (the pad row must get none: padding_idx)"
+        assert error <= tol, (
+            f"{label}, offset {offset}: off by up to {error:.1e} from the token rows times sqrt(d) with PE rows "
+            f"offset .. offset + seq - 1 (each computed in float64)"
+        )
+    assert r["grad"] is not None, f"{label}: no gradient reached the token table"
+    found = as_tensor(r["grad"], "token.weight.grad").double()
+    assert found.shape == grad.shape, f"{label}: token.weight.grad must have the table's shape {tuple(grad.shape)}"
+    pad_rows = (grad.abs().sum(dim=1) == 0) & (found.abs().sum(dim=1) != 0)
+    assert not pad_rows.any() or torch.allclose(found[~pad_rows], grad[~pad_rows], atol=1e-5), (
+        f"{label}: row {int(pad_rows.nonzero()[0])} of the token table got a gradient it must not get (the pad row "
+        f"gets none: padding_idx)"
+    )
+    error = (found - grad).abs().max().item()
+    assert torch.allclose(found, grad, atol=1e-5), (
+        f"{label}: the token table's gradient differs from the sum of its positions' upstream gradients times "
+        f"sqrt(d) by up to {error:.1e}"
     )
 
 

@@ -458,7 +458,17 @@ PUBLIC_MISTAKES = {
                 "    positions = torch.arange(start, start + length, dtype=torch.float32)[:, None]\n"
                 "    angles = positions * base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)\n"
                 "    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).double()",
-                "PE rows 600 and 1299 are off by",
+                "PE row 600 is off by {1e-9..1e-3} in float64: compute the angles in float64",
+            ),
+            "sqrt(d) as a float32 tensor (common seq2seq tutorials)": (
+                "_Solved = AddFusion\n"
+                "class AddFusion(_Solved):\n"
+                "    def forward(self, ids, offset=0):\n"
+                "        h = self.token(ids) * torch.sqrt(torch.tensor(float(self.d_model)))\n"
+                "        return h + sinusoidal_rows(offset, ids.shape[1], self.d_model).to(h.dtype)",
+                "PE row 600 is exact but token 699's output is off by {1e-9..1e-5} in float64: the sqrt(d_model) "
+                "scale is rounded",
+                "compute the angles in float64",
             ),
             "the offset ignored": (
                 "_Solved = AddFusion\n"
