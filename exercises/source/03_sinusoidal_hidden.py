@@ -49,7 +49,11 @@ def sinusoidal_rejects_odd_width(sinusoidal, *, seed):
     import course_embed as ce
 
     table = got[0].tensor(f"sinusoidal({length}, {d})", shape=(length, d), dtype=torch.float32)
-    assert torch.allclose(table, ce.sinusoidal_table(length, d), atol=1e-6), f"sinusoidal({length}, {d}) is wrong"
+    error = (table - ce.sinusoidal_table(length, d)).abs().max().item()
+    assert error < 1e-3, (
+        f"sinusoidal({length}, {d}) is off from the formula by up to {error:.1e} (this test credits the odd-width "
+        f"error to an answer that builds the table)"
+    )
     got[1].raises(f"sinusoidal({length}, {d + 1})", ValueError)
 
 

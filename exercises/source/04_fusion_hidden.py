@@ -159,6 +159,7 @@ def _mask_ids(seed):
     pad = between(gen, 0, 3)
     ids = torch.randint(4, 30, (between(gen, 1, 5), between(gen, 2, 12)), generator=gen)
     ids[torch.rand(ids.shape, generator=gen) < 0.3] = pad
+    ids[0, -1] = pad  # at least one pad
     return ids, pad
 
 
@@ -171,8 +172,7 @@ def _mask(key_padding_mask, seed, dtype):
 
 @test("q3", points=1, hidden=True)
 def mask_hides_pads_from_attention(key_padding_mask, *, seed):
-    got = yield [run(_mask, key_padding_mask, seed, torch.int64), run(_mask, key_padding_mask, seed, torch.int32),
-                 run(key_padding_mask, torch.zeros(2, 3, dtype=torch.float64), 0)]
+    got = yield [run(_mask, key_padding_mask, seed, torch.int64), run(_mask, key_padding_mask, seed, torch.int32)]
     ids, pad = _mask_ids(seed)
     for out, dtype in zip(got, (torch.int64, torch.int32)):
         label = f"key_padding_mask({dtype} ids of shape {tuple(ids.shape)}, {pad})"
@@ -191,7 +191,7 @@ def mask_hides_pads_from_attention(key_padding_mask, *, seed):
     out_y, _ = attn(y[keep], y[keep], y[keep], key_padding_mask=mask)
     real = ids[keep] != pad
     assert torch.allclose(out_x[real], out_y[real], atol=1e-6), "with the mask, attention must not see the pads"
-    got[2].raises("key_padding_mask(float ids, 0)", TypeError)
+    # the TypeError for float ids is graded by the public check mask_refuses_float_ids
 
 
 @test("q4", points=1, hidden=True)

@@ -695,6 +695,35 @@ def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says
         assert wrong_cause not in str(failed.value), f"{label}: blames {wrong_cause!r}: {failed.value}"
 
 
+#: Answers that miss one stated requirement, and the points their question then keeps (public and hidden tests
+#: together): each test checks the requirement it is named for, so one miss costs that test's points only.
+ONE_MISS = {
+    "float64 ALiBi slopes": (
+        "05_rope_alibi",
+        "q2",
+        "_solved = alibi_slopes\ndef alibi_slopes(num_heads):\n    return _solved(num_heads).double()",
+        2.0,
+    ),
+    "a right mask without the TypeError": (
+        "04_fusion",
+        "q3",
+        "def key_padding_mask(ids, padding_idx):\n    return ids == padding_idx",
+        1.5,
+    ),
+}
+
+
+@pytest.mark.parametrize("label", ONE_MISS)
+def test_one_missed_requirement_costs_only_its_own_points(label):
+    name, question, code, kept = ONE_MISS[label]
+    tests = [t for t in load_suite(ROOT / "exercises", name).tests if t.question == question]
+    wrong = _source_namespace(name, code)
+    results = {t.name: probe.check(t, probe.gather(t, wrong, SEED), SEED) for t in tests}
+    score = sum(t.points for t in tests if results[t.name][0])
+    failed = {n: m for n, (ok, m) in results.items() if not ok}
+    assert score == kept, f"{name} {question}, {label}: {score} points kept, expected {kept}; failed: {failed}"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_solutions_pass_every_test(name):
     suite, solved = load_suite(ROOT / "exercises", name), _source_namespace(name)
