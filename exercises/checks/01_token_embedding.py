@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from course_embed.tools.grading.probe import as_tensor, run, test
+from course_embed.tools.grading.probe import Tensor, as_tensor, run, test
 
 TRIED = "(grading also tries other sizes, dtypes and pad ids)"
 
@@ -30,9 +30,19 @@ def init_in_place_with_the_right_std(init_embedding_):
     assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
     assert torch.all(w[0] == 0), f"{label}: row 0 is not zero; zero row padding_idx after the random init"
     std = w[1:].std().item()
+    if abs(std - 1 / 64) < 0.05 / 64:
+        raise AssertionError(
+            f"{label}: the rows' std is {std:.4f}, expected d_model ** -0.5 = 0.1250; {std:.4f} is 1 / d_model, the "
+            f"variance: normal_'s second argument is the standard deviation {TRIED}"
+        )
+    if abs(std - 2000**-0.5) < 0.05 * 2000**-0.5:
+        raise AssertionError(
+            f"{label}: the rows' std is {std:.4f}, expected d_model ** -0.5 = 0.1250; {std:.4f} is vocab_size ** -0.5: "
+            f"d_model is weight.shape[1] {TRIED}"
+        )
     assert abs(std - 0.125) < 0.05 * 0.125, (
-        f"{label}: the rows' std is {std:.4f}, expected d_model ** -0.5 = 0.1250 (normal_'s second argument is the "
-        f"standard deviation, not the variance) {TRIED}"
+        f"{label}: the rows' std is {std:.4f}, expected d_model ** -0.5 = 0.1250: N(0, 1/d_model) depends on the "
+        f"width only (not Xavier's fan-in and fan-out) {TRIED}"
     )
     within = (w[1:].abs() < 0.125).double().mean().item()  # 0.683 for a normal, 0.577 for a uniform
     assert abs(within - 0.6827) < 0.02, (
@@ -63,8 +73,14 @@ def token_embedding_scales_the_lookup_and_leaves_the_pad_row_alone(TokenEmbeddin
     got = yield [run(_lookup, TokenEmbedding, IDS), run(_lookup, TokenEmbedding, IDS.int())]
     label = "TokenEmbedding(10, 8, padding_idx=0)"
     result = got[0].ok(f"{label} on ids {IDS.tolist()}")
+    if isinstance(result["weight"], Tensor) and not result["weight"].is_param:
+        raise AssertionError(
+            f"{label}.weight is a plain tensor: make it an nn.Parameter (then .double(), the optimizer and the "
+            f"gradient reach it)"
+        )
     assert torch.all(as_tensor(result["initial_pad"], "row 0") == 0), (
-        f"{label}: row 0 is not zero after the constructor: initialise the weight with your init_embedding_"
+        f"{label}: row 0 is not zero after the constructor: initialise the weight with your init_embedding_ (if "
+        f"you do, check question 1: it zeroes row padding_idx after the random init)"
     )
     weight = as_tensor(result["weight"], f"{label}.weight")
     assert weight.shape == (10, 8) and torch.equal(weight, TABLE), (
@@ -101,8 +117,10 @@ def _two_tables(TokenEmbedding):
     a, b = TokenEmbedding(10, 8).double(), TokenEmbedding(10, 8).double()
     with torch.no_grad():
         a.weight.copy_(TABLE)
+    before = a(IDS)
+    with torch.no_grad():
         b.weight.copy_(-TABLE)
-    return a(IDS)
+    return {"before": before, "after": a(IDS)}
 
 
 @test("q2", points=1)
@@ -115,14 +133,27 @@ def token_embedding_rejects_bad_ids_and_pads_and_owns_its_table(TokenEmbedding):
     got = yield [run(_bad, TokenEmbedding, ids=ids) for ids, _, _ in cases] + [
         run(_bad, TokenEmbedding, padding_idx=10),
         run(_two_tables, TokenEmbedding),
+        run(_bad, TokenEmbedding, padding_idx=-1),
     ]
     for (ids, error, why), out in zip(cases, got):
         out.raises(f"TokenEmbedding(10, 4)({ids.tolist()}) ({why})", error)
     got[3].raises(
         "TokenEmbedding(10, 4, padding_idx=10) (a pad id outside [0, vocab_size): check it in __init__)", ValueError
     )
-    out = got[4].tensor("two TokenEmbedding(10, 8) modules", shape=(2, 3, 8))
-    assert torch.allclose(out, TABLE[IDS] * math.sqrt(8)), (
+    got[5].raises(
+        "TokenEmbedding(10, 4, padding_idx=-1) (a negative pad id: nn.Embedding reads -1 as the last row, the "
+        "question asks for [0, vocab_size): check padding_idx >= 0 in __init__)",
+        ValueError,
+    )
+    two = got[4].ok("two TokenEmbedding(10, 8) modules")
+    label = "two TokenEmbedding(10, 8) modules, the first loaded with a known table"
+    before, after = as_tensor(two["before"], label), as_tensor(two["after"], label)
+    assert before.shape == (2, 3, 8), f"{label}: its output must have shape (2, 3, 8), got {tuple(before.shape)}"
+    factor = (before.norm() / TABLE[IDS].norm()).item()  # the scale is the other test's: any positive one here
+    assert factor > 0 and torch.allclose(before, TABLE[IDS] * factor), (
+        f"{label}: the first's output is not its table's rows (weight[ids] times the scale)"
+    )
+    assert after.shape == before.shape and torch.allclose(after, before), (
         "two TokenEmbedding(10, 8) modules share one table: changing the second changed the first's output "
         "(make a new nn.Parameter in each __init__)"
     )

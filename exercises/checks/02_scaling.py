@@ -51,13 +51,27 @@ def _tie_probe(tie):
     return {"before": before, "after": after}
 
 
+#: The embedding's gradient after one step through both uses of TABLE (ids 2 and 5 looked up, the tied layer's
+#: logits summed): every row gets TABLE[2] + TABLE[5] from the output layer; rows 2 and 5 get TABLE.sum(0) more.
+GRAD_ROW_0, GRAD_ROW_2 = [-3.0, -2.5, -2.0, -1.5], [-3.0, 0.25, 3.5, 6.75]
+
+
+def _tie_grad(tie):
+    emb, out = torch.nn.Embedding(11, 4), torch.nn.Linear(4, 11, bias=False)
+    with torch.no_grad():
+        emb.weight.copy_(TABLE)
+    returned = tie(emb, out)
+    returned(emb(torch.tensor([2, 5]))).sum().backward()
+    return emb.weight.grad
+
+
 def _wrong_way(tie):
-    tie(torch.nn.Embedding(11, 4), torch.nn.Linear(11, 4))
+    return tie(torch.nn.Embedding(11, 4), torch.nn.Linear(11, 4))
 
 
 @test("q2", points=1)
 def tie_shares_the_parameter_and_refuses_a_wrong_layer(tie):
-    got = yield [run(_tie_probe, tie), run(_wrong_way, tie)]
+    got = yield [run(_tie_probe, tie), run(_wrong_way, tie), run(_tie_grad, tie)]
     label = "tie(nn.Embedding(11, 4), nn.Linear(4, 11))"
     r = got[0].ok(f"{label}, then calling the layer it returns (return the output layer)")
     before = as_tensor(r["before"], "the returned layer's output")
@@ -67,6 +81,16 @@ def tie_shares_the_parameter_and_refuses_a_wrong_layer(tie):
     assert torch.equal(as_tensor(r["after"], "the returned layer's output"), -TABLE.T), (
         f"{label}: after the embedding's table changed, the output layer still used the old values: it holds a "
         f"copy; assign the Parameter itself (output.weight = embedding.weight)"
+    )
+    grad = got[2].tensor(f"{label}: the embedding's gradient after a step through both", shape=(11, 4))
+    assert not torch.all(grad[0] == 0), (
+        f"{label}: the embedding's gradient has nothing from the output layer (row 0, never looked up, got 0): the "
+        f"two layers hold two Parameters that share their values (.data), so each gets its own gradient; assign "
+        f"the Parameter itself (output.weight = embedding.weight)"
+    )
+    assert torch.allclose(grad[0], torch.tensor(GRAD_ROW_0)) and torch.allclose(grad[2], torch.tensor(GRAD_ROW_2)), (
+        f"{label}: the embedding's gradient must be the sum over both uses (row 0: {GRAD_ROW_0}, row 2: "
+        f"{GRAD_ROW_2}), got {grad[0].tolist()} and {grad[2].tolist()}"
     )
     message = got[1].raises("tie(nn.Embedding(11, 4), nn.Linear(11, 4)) (weight (4, 11): the wrong way round)",
                             ValueError)

@@ -14,6 +14,11 @@ SMALL = torch.tensor([  # sinusoidal(6, 4)
     [-0.756802495, -0.653643621, 0.039989334, 0.999200107],
     [-0.958924275, 0.283662185, 0.049979169, 0.99875026],
 ])
+BASE_100 = torch.tensor([  # sinusoidal(3, 4, 100.0)
+    [0.0, 1.0, 0.0, 1.0],
+    [0.841470985, 0.540302306, 0.099833417, 0.995004165],
+    [0.909297427, -0.416146837, 0.198669331, 0.980066578],
+])
 FAR = torch.tensor([  # sinusoidal(10001, 64)[10000]
     -0.305614389, -0.952155368, 0.039560468, -0.999217178, -0.037589165, 0.999293278, 0.812071497, 0.583557953,
     0.965182977, -0.261575649, 0.504452537, -0.863439423, 0.137530815, 0.990497489, 0.996419388, 0.084548229,
@@ -26,7 +31,7 @@ FAR = torch.tensor([  # sinusoidal(10001, 64)[10000]
 ])
 
 
-@test("q1", points=1)
+@test("q1", points=0.5)
 def sinusoidal_small_table_interleaved(sinusoidal):
     got = yield [run(sinusoidal, 6, 4), run(sinusoidal, 0, 8), run(sinusoidal, 10, 3)]
     pe = got[0].tensor("sinusoidal(6, 4)", shape=(6, 4), dtype=torch.float32)
@@ -42,6 +47,19 @@ def sinusoidal_small_table_interleaved(sinusoidal):
         )
     got[1].tensor("sinusoidal(0, 8) (no positions)", shape=(0, 8), dtype=torch.float32)
     got[2].raises("sinusoidal(10, 3) (an odd d_model has no last cos column)", ValueError)
+
+
+@test("q1", points=0.5)
+def sinusoidal_uses_its_base(sinusoidal):
+    got = yield run(sinusoidal, 3, 4, 100.0)
+    pe = got.tensor("sinusoidal(3, 4, 100.0)", shape=(3, 4), dtype=torch.float32)
+    assert not torch.allclose(pe, SMALL[:3], atol=1e-6), (
+        "sinusoidal(3, 4, 100.0) is the table for base 10000: omega_i = base ** (-2i / d) with the base argument"
+    )
+    assert torch.allclose(pe, BASE_100, atol=1e-6), (
+        f"sinusoidal(3, 4, 100.0)[2] is {[round(x, 4) for x in pe[2].tolist()]}, expected "
+        f"{[round(x, 4) for x in BASE_100[2].tolist()]}: omega_i = base ** (-2i / d)"
+    )
 
 
 @test("q1", points=0.5)
@@ -77,9 +95,27 @@ M5 = torch.tensor([  # rotation(5, 4)
     [0.0, 0.0, 0.9987502604, 0.0499791693],
     [0.0, 0.0, -0.0499791693, 0.9987502604],
 ], dtype=torch.float64)
+M3_BASE_100 = torch.tensor([  # rotation(3, 4, 100.0)
+    [-0.9899924966, 0.1411200081, 0.0, 0.0],
+    [-0.1411200081, -0.9899924966, 0.0, 0.0],
+    [0.0, 0.0, 0.9553364891, 0.2955202067],
+    [0.0, 0.0, -0.2955202067, 0.9553364891],
+], dtype=torch.float64)
+M3_BASE_10000 = torch.tensor([  # rotation(3, 4)
+    [-0.9899924966, 0.1411200081, 0.0, 0.0],
+    [-0.1411200081, -0.9899924966, 0.0, 0.0],
+    [0.0, 0.0, 0.9995500337, 0.0299955002],
+    [0.0, 0.0, -0.0299955002, 0.9995500337],
+], dtype=torch.float64)
+FAR_BLOCKS = [  # rotation(12345.5, 8): (cos, sin) of block i, at [2i, 2i] and [2i, 2i + 1]
+    (0.57423360531, -0.818691496556),
+    (-0.995403886599, 0.095765873587),
+    (-0.59551761097, -0.803342252732),
+    (0.975707085661, -0.2190791706),
+]
 
 
-@test("q2", points=1)
+@test("q2", points=0.5)
 def rotation_moves_three_positions(rotation):
     got = yield [run(rotation, 3, 8), run(rotation, 2.5, 4), run(rotation, 1, 7)]
     m = got[0].tensor("rotation(3, 8)", shape=(8, 8), dtype=torch.float64)
@@ -99,6 +135,27 @@ def rotation_moves_three_positions(rotation):
         "rotation(2.5, 4) applied twice must equal rotation(5, 4): k may be any real number, not only an int"
     )
     got[2].raises("rotation(1, 7) (an odd d_model)", ValueError)
+
+
+@test("q2", points=0.5)
+def rotation_uses_its_base_and_float64_angles(rotation):
+    got = yield [run(rotation, 3, 4, 100.0), run(rotation, 12345.5, 8)]
+    m = got[0].tensor("rotation(3, 4, 100.0)", shape=(4, 4), dtype=torch.float64)
+    assert not torch.allclose(m, M3_BASE_10000, rtol=0, atol=1e-6), (
+        "rotation(3, 4, 100.0) is M_3 for base 10000: omega_i = base ** (-2i / d) with the base argument"
+    )
+    error = (m - M3_BASE_100).abs().max().item()
+    assert error < 1e-5, f"rotation(3, 4, 100.0) is off from M_3 by up to {error:.1e}: omega_i = base ** (-2i / d)"
+    far = got[1].tensor("rotation(12345.5, 8)", shape=(8, 8), dtype=torch.float64)
+    expected = torch.tensor(FAR_BLOCKS, dtype=torch.float64)
+    blocks = torch.stack([far[0::2, 0::2].diagonal(), far[0::2, 1::2].diagonal()], dim=1)
+    far_error = (blocks - expected).abs().max().item()
+    assert far_error < 1e-3, f"rotation(12345.5, 8) is off from M_k by up to {far_error:.1e}: the formula is wrong"
+    for label, e in (("rotation(12345.5, 8)", far_error), ("rotation(3, 4, 100.0)", error)):
+        assert e < 1e-9, (
+            f"{label} is off from M_k by up to {e:.1e} (float64 rounds to about 1e-12): compute omega and the "
+            f"angles k * omega in float64, as in question 1"
+        )
 
 
 @test("q3", points=1)

@@ -23,6 +23,15 @@ FAR = torch.tensor([  # rope of (1, 0, 1, 0, 1, 0, 1, 0) at position 3000, head_
     0.14112000806,
 ], dtype=torch.float64)
 
+ONE = torch.tensor([  # rope of (1, 0, 1, 0, 1, 0, 1, 0) at position 1, head_dim 8: (cos, sin) of theta_i
+    0.540302305868, 0.841470984808, 0.995004165278, 0.099833416647, 0.999950000417, 0.009999833334, 0.9999995,
+    0.000999999833,
+], dtype=torch.float64)
+ONE_BASE_100 = torch.tensor([  # the same with base 100
+    0.540302305868, 0.841470984808, 0.950415280255, 0.310983592907, 0.995004165278, 0.099833416647, 0.999500041665,
+    0.031617506402,
+], dtype=torch.float64)
+
 
 def _pairs(seq, head_dim, dtype):
     x = torch.zeros(1, 1, seq, head_dim, dtype=dtype)
@@ -61,14 +70,38 @@ def rope_turns_pair_0_by_the_position(rope):
     )
 
 
-@test("q1", points=1)
+def _rounded(t):
+    return [round(v, 4) for v in t.tolist()]
+
+
+@test("q1", points=0.5)
+def rope_uses_its_base(rope):
+    got = yield run(rope, _pairs(1, 8, torch.float64), offset=1, base=100.0)
+    one = got.tensor("rope(x, offset=1, base=100.0) in float64", shape=(1, 1, 1, 8), dtype=torch.float64)[0, 0, 0]
+    assert not torch.allclose(one, ONE, atol=1e-6), (
+        "rope(x, offset=1, base=100.0) turns the pairs by base 10000's angles: theta_i = base ** (-2i / head_dim) "
+        "with the base argument"
+    )
+    assert torch.allclose(one, ONE_BASE_100, atol=1e-6), (
+        f"rope(x, offset=1, base=100.0) on (1, 0, 1, 0, ...) must be the (cos, sin) of theta_i = 100 ** (-2i / 8) "
+        f"= {_rounded(ONE_BASE_100)}, got {_rounded(one)}"
+    )
+
+
+@test("q1", points=0.5)
 def rope_uses_the_offset_in_float64_and_rejects_bad_shapes(rope):
     got = yield [
         run(rope, _pairs(3, 8, torch.float64), offset=7),
         run(rope, _pairs(1, 8, torch.float64), offset=3000),
         run(rope, torch.zeros(1, 2, 3, 5)),
         run(rope, torch.zeros(2, 3, 8)),
+        run(rope, _pairs(1, 8, torch.float64), offset=1),
     ]
+    one = got[4].tensor("rope(x, offset=1) in float64", shape=(1, 1, 1, 8), dtype=torch.float64)[0, 0, 0]
+    assert torch.allclose(one, ONE, atol=1e-6), (
+        f"rope(x, offset=1) on (1, 0, 1, 0, ...) (head_dim 8) must turn pair i by theta_i = base ** (-2i / head_dim) "
+        f"= 1, 0.1, 0.01, 0.001 radians, i.e. {_rounded(ONE)}, got {_rounded(one)}: check the frequencies"
+    )
     tail = got[0].tensor("rope(x, offset=7) on 3 positions, head_dim 8, float64", shape=(1, 1, 3, 8),
                          dtype=torch.float64)
     assert torch.allclose(tail[0, 0], TURNED, atol=1e-6), (

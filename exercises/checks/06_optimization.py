@@ -9,11 +9,12 @@ from course_embed.tools.grading.probe import Tensor, as_tensor, run, test
 
 
 class NewTensors(TorchDispatchMode):
-    """Records every op that returns a fresh (not in-place, not a view) tensor of ``numel`` elements."""
+    """Records every op that returns a fresh (not in-place, not a view) tensor of ``numel`` elements (in ``ops``),
+    and every one that returns a fresh tensor of shape ``table`` (in ``copies``)."""
 
-    def __init__(self, numel):
+    def __init__(self, numel, table=None):
         super().__init__()
-        self.numel, self.ops = numel, []
+        self.numel, self.table, self.ops, self.copies = numel, table, [], []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -21,6 +22,8 @@ class NewTensors(TorchDispatchMode):
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if fresh and isinstance(t, torch.Tensor) and t.numel() == self.numel:
                 self.ops.append(str(func))
+            if fresh and isinstance(t, torch.Tensor) and self.table is not None and tuple(t.shape) == self.table:
+                self.copies.append(str(func))
         return out
 
 
@@ -32,11 +35,18 @@ UPSTREAM = torch.linspace(-1.0, 1.0, 24, dtype=torch.float64).reshape(2, 3, 4)
 
 def _small(lookup_add):
     weight, pe = WEIGHT.clone().requires_grad_(), PE.clone().requires_grad_()
-    with NewTensors(IDS.numel() * 4) as mode:
+    with NewTensors(IDS.numel() * 4, table=tuple(WEIGHT.shape)) as mode:
         out = lookup_add(IDS, weight, pe, 2.0, padding_idx=0)
     values = out.detach().clone()
     out.backward(UPSTREAM)
-    return {"out": values, "grad": weight.grad, "pe_grad": pe.grad, "ops": mode.ops, "after": [weight, pe]}
+    return {
+        "out": values,
+        "grad": weight.grad,
+        "pe_grad": pe.grad,
+        "ops": mode.ops,
+        "copies": mode.copies,
+        "after": [weight, pe],
+    }
 
 
 @test("q1", points=2)
@@ -64,6 +74,11 @@ def lookup_add_values_gradients_and_one_output(lookup_add):
         )
     assert r["pe_grad"] is not None and torch.allclose(as_tensor(r["pe_grad"], "pe.grad"), UPSTREAM.sum(0)), (
         f"{label}: pe's gradient must be the upstream gradient summed over the batch"
+    )
+    copies = [str(op) for op in r["copies"]] if isinstance(r.get("copies"), list) else []
+    assert not copies, (
+        f"{label} made a new (vocab, d) tensor ({', '.join(copies)}): a scaled copy of the whole table on every "
+        f"call moves far more memory than the output; look up first, then scale the looked-up rows in place"
     )
     ops = [str(op) for op in r["ops"]] if isinstance(r["ops"], list) else []
     assert len(ops) == 1, (
@@ -122,13 +137,19 @@ def sparse_grad_one_row_per_id_summed_without_the_pad_row(sparse_embedding_grad)
 
 
 @test("q3", points=1)
-def sparse_fraction_for_seed_1(sparse_fraction):
-    got = yield run(sparse_fraction, 1)
-    value = got.number("sparse_fraction(1)")
+def sparse_fraction_for_seeds_1_and_2(sparse_fraction):
+    got = yield [run(sparse_fraction, 1), run(sparse_fraction, 2)]
+    value = got[0].number("sparse_fraction(1)")
     assert abs(value - 0.062462) <= 0.000051, (
         f"sparse_fraction(1) is {value:.5f}, expected 0.0625 to 4 decimals: 8 bytes per stored index plus 4 per "
         f"stored value, over 32000 * 512 * 4 bytes; it uses your sparse_embedding_grad, so check question 2 first "
         f"(grading tries other seeds)"
+    )
+    value = got[1].number("sparse_fraction(2)")
+    assert abs(value - 0.062619) <= 0.000051, (
+        f"sparse_fraction(2) is {value:.5f}, expected 0.0626 to 4 decimals, though seed 1 gave the right value: "
+        f"other ids were drawn; draw them with torch.randint right after torch.manual_seed(seed), with nothing "
+        f"random in between"
     )
 
 
@@ -162,7 +183,33 @@ def time_bound_between_two_steps(time_bound):
     seconds, roof = _bound(got, label)
     assert roof == "memory", f"{label}: 0.25 FLOP/byte against a roof of 100 GFLOP/s is memory-bound"
     # 4 * (2 * 8 * 128 * 512 + 128 * 512) = 4,456,448 bytes (4.25 MiB) lie between the 1 MiB and 16 MiB steps
+    assert abs(seconds / (8.912896e-05 + 1.048576e-05) - 1) > 1e-9, (
+        f"{label} is {seconds!r} s, the memory time plus the compute time (8.912896e-05 + 1.048576e-05 s): the "
+        f"bound is the larger of the two roofs, not their sum"
+    )
     assert abs(seconds / 8.912896e-05 - 1) < 1e-9, (
         f"{label} is {seconds!r} s, expected 4,456,448 bytes at 50 GB/s: the working set (4.25 MiB) has reached "
         f"the 1 MiB step but not the 16 MiB one (and 1 GB/s is 1e9 bytes per second)"
+    )
+
+
+@test("q4", points=0.5)
+def time_bound_below_the_sweep_and_compute_bound(time_bound):
+    got = yield [run(time_bound, 1, 4, 8, 4, TWO_STEPS, 100.0), run(time_bound, 8, 128, 512, 4, TWO_STEPS, 0.001)]
+    label = f"time_bound(1, 4, 8, 4, {TWO_STEPS}, 100.0)"
+    seconds, roof = _bound(got[0], label)
+    # 4 * (2 * 1 * 4 * 8 + 4 * 8) = 384 bytes, below the first swept size
+    assert abs(seconds / 7.68e-09 - 1) < 1e-9, (
+        f"{label} is {seconds!r} s, expected 384 bytes at 50 GB/s = 7.68e-09 s: a working set smaller than every "
+        f"swept size takes the first entry"
+    )
+    label = f"time_bound(8, 128, 512, 4, {TWO_STEPS}, 0.001)"
+    seconds, roof = _bound(got[1], label)
+    assert roof == "compute", f"{label}: at 0.001 GFLOP/s the compute time is the larger: roof 'compute'"
+    assert abs(seconds / 0.524288 - 1) > 1e-9, (
+        f"{label} is {seconds!r} s, b * s * d FLOPs: the layer does 2 * b * s * d (a multiply and an add per output "
+        f"element)"
+    )
+    assert abs(seconds / 1.048576 - 1) < 1e-9, (
+        f"{label} is {seconds!r} s, expected 2 * 8 * 128 * 512 FLOPs at 0.001 GFLOP/s = 1.048576 s, the larger roof"
     )

@@ -58,7 +58,12 @@ def rope_rejects_bad_shapes(rope, *, seed):
     shape, base, dtype, data_seed = cases[0]
     found = as_tensor(got[0].ok(f"rope(x of shape {shape})")["outs"][0], "rope(x)")
     expected = ce.RotaryEmbedding(shape[-1], base).rotate(_x(shape, dtype, data_seed).double(), 0)
-    assert torch.allclose(found.double(), expected, atol=1e-5), f"rope(x of shape {shape}) is wrong"
+    # only that a good x is rotated, not how well (rope_matches_reference grades that): the norm of each pair stays
+    norms = found.double().reshape(*shape[:-1], -1, 2).norm(dim=-1) if tuple(found.shape) == shape else None
+    assert norms is not None and torch.allclose(norms, expected.reshape(*shape[:-1], -1, 2).norm(dim=-1), atol=1e-2), (
+        f"rope(x of shape {shape}) must return x's shape with each pair's length kept (a rotation), "
+        f"got shape {tuple(found.shape)}"
+    )
     for shape, out in zip(bad, got[1:]):
         out.raises(f"rope(x of shape {shape})", ValueError)
 
@@ -75,8 +80,9 @@ def slopes_match_reference(alibi_slopes, *, seed):
     import course_embed as ce
 
     for n, out in zip(counts, got):
-        slopes = out.tensor(f"alibi_slopes({n})", shape=(n,), dtype=torch.float32)
-        expected = ce.alibi_slopes(n)
+        slopes = out.tensor(f"alibi_slopes({n})", shape=(n,))  # the dtype is graded by the public check
+        assert slopes.is_floating_point(), f"alibi_slopes({n}) must return floating-point slopes, got {slopes.dtype}"
+        slopes, expected = slopes.float(), ce.alibi_slopes(n)
         assert torch.allclose(slopes, expected, rtol=1e-6, atol=0), (
             f"alibi_slopes({n}) differs from Press et al.'s rule, e.g. slope {int((slopes - expected).abs().argmax())} "
             f"is {slopes[(slopes - expected).abs().argmax()].item():.6g}"
@@ -90,8 +96,10 @@ def slopes_reject_bad_counts(alibi_slopes, *, seed):
     got = yield [run(alibi_slopes, n), run(alibi_slopes, bad)]
     import course_embed as ce
 
-    slopes = got[0].tensor(f"alibi_slopes({n})", shape=(n,), dtype=torch.float32)
-    assert torch.allclose(slopes, ce.alibi_slopes(n), rtol=1e-6, atol=0), f"alibi_slopes({n}) is wrong"
+    slopes = got[0].tensor(f"alibi_slopes({n})", shape=(n,))  # the dtype is graded by the public check
+    assert slopes.is_floating_point() and bool((slopes > 0).all()) and bool((slopes < 1).all()), (
+        f"alibi_slopes({n}) must return {n} slopes in (0, 1), got {[round(v, 4) for v in slopes.tolist()[:4]]}..."
+    )
     got[1].raises(f"alibi_slopes({bad})", ValueError)
 
 

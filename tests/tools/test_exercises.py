@@ -93,6 +93,34 @@ def test_measurement_questions_ask_for_the_code_that_measures(built_exercises, n
     assert "digest" not in built_exercises[name].student.read_text()
 
 
+@pytest.mark.parametrize("name", NAMES[:1] + NAMES[-1:])
+def test_the_export_cell_replaces_its_own_zip_and_holds_only_its_exercise(built_exercises, name, tmp_path, monkeypatch):
+    """A learner's folder with two exercises and otter's check log of both: running the export cell twice leaves
+    one zip, named after the exercise, holding its notebook only (no log of the other exercise's checks)."""
+    import zipfile
+
+    import otter.check.notebook as otter_notebook
+
+    other = NAMES[1] if name != NAMES[1] else NAMES[0]
+    for exercise in (name, other):
+        shutil.copy(built_exercises[exercise].student, tmp_path / f"{exercise}.ipynb")
+    (tmp_path / ".OTTER_LOG").write_bytes(b"the checks of every exercise run in this folder")
+    student = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
+    init = next(c.source for c in student.cells if c.cell_type == "code" and "otter.Notebook" in c.source)
+    export = next(c.source for c in student.cells if c.cell_type == "code" and "grader.export" in c.source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(otter_notebook, "grade_zip_file", lambda *a, **k: type("R", (), {"summary": lambda s: ""})())
+    namespace = {}
+    exec(init, namespace)
+    for _ in range(2):
+        exec(export, namespace)
+    zips = sorted(p.name for p in tmp_path.glob("*.zip"))
+    assert zips == [f"{name}.zip"], f"running the export cell twice left {zips}"
+    with zipfile.ZipFile(tmp_path / f"{name}.zip") as zf:
+        names = [n for n in zf.namelist() if n != otter_notebook._ZIP_NAME_FILENAME]  # the zip's own name, otter's
+    assert names == [f"{name}.ipynb"], f"the export of {name} holds {names}"
+
+
 def _solved(built, extra: str = "") -> dict:
     """The namespace of the solved notebook (its code cells in order, answers from the solution, grader cells
     left out), with ``extra`` run last."""
@@ -174,7 +202,8 @@ def _source_namespace(name: str, extra: str = "") -> dict:
 
 
 #: Mistakes learners make and the public feedback each must get: code run after the solutions (replacing one
-#: answer), and a piece of the one sentence the question's public check must show.
+#: answer), a piece of the one sentence the question's public check must show, and (optionally) pieces it must not
+#: show because they name a cause that is not the mistake.
 PUBLIC_MISTAKES = {
     "01_token_embedding": {
         "q1": {
@@ -196,6 +225,26 @@ PUBLIC_MISTAKES = {
                 "            weight[padding_idx].zero_()\n"
                 "    return weight",
                 "of the samples lie within one std, a normal has 0.683: sample N(0, 1/d) with normal_",
+            ),
+            "std from the vocabulary size": (
+                "def init_embedding_(weight, padding_idx=None):\n"
+                "    with torch.no_grad():\n"
+                "        weight.normal_(0.0, weight.shape[0] ** -0.5)\n"
+                "        if padding_idx is not None:\n"
+                "            weight[padding_idx].zero_()\n"
+                "    return weight",
+                "is vocab_size ** -0.5: d_model is weight.shape[1]",
+                "variance",
+            ),
+            "Xavier's uniform init (the tutorial's)": (
+                "def init_embedding_(weight, padding_idx=None):\n"
+                "    with torch.no_grad():\n"
+                "        nn.init.xavier_uniform_(weight)\n"
+                "        if padding_idx is not None:\n"
+                "            weight[padding_idx].zero_()\n"
+                "    return weight",
+                "N(0, 1/d_model) depends on the width only (not Xavier's fan-in and fan-out)",
+                "variance",
             ),
             "a new tensor instead of in place": (
                 "def init_embedding_(weight, padding_idx=None):\n"
@@ -232,6 +281,35 @@ PUBLIC_MISTAKES = {
                 "        init_embedding_(self.weight, padding_idx)",
                 "TokenEmbedding(10, 4, padding_idx=10) (a pad id outside [0, vocab_size): check it in __init__) "
                 "raised IndexError",
+            ),
+            "a negative padding_idx accepted (as nn.Embedding does)": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def __init__(self, vocab_size, d_model, padding_idx=None):\n"
+                "        if padding_idx is not None and padding_idx < 0:\n"
+                "            padding_idx += vocab_size\n"
+                "        super().__init__(vocab_size, d_model, padding_idx)",
+                "TokenEmbedding(10, 4, padding_idx=-1) (a negative pad id: nn.Embedding reads -1 as the last row, "
+                "the question asks for [0, vocab_size): check padding_idx >= 0 in __init__) must raise ValueError, "
+                "but it returned a value of type TokenEmbedding",
+            ),
+            "scaled by d instead of sqrt(d)": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def forward(self, ids):\n"
+                "        return super().forward(ids) * math.sqrt(self.weight.shape[1])",
+                "must return weight[ids] * sqrt(8): the lookup, then the sqrt(d_model) scale",
+                "share one table",
+            ),
+            "a plain tensor for the weight": (
+                "_Solved = TokenEmbedding\n"
+                "class TokenEmbedding(_Solved):\n"
+                "    def __init__(self, vocab_size, d_model, padding_idx=None):\n"
+                "        super().__init__(vocab_size, d_model, padding_idx)\n"
+                "        w = self.weight.detach().clone().requires_grad_()\n"
+                "        del self.weight\n"
+                "        self.weight = w",
+                "TokenEmbedding(10, 8, padding_idx=0).weight is a plain tensor: make it an nn.Parameter",
             ),
             "one table shared by every module": (
                 "_TABLE = nn.Parameter(torch.zeros(10, 8))\n"
@@ -282,7 +360,15 @@ PUBLIC_MISTAKES = {
             "no check of the shapes": (
                 "def tie(embedding, output):\n    output.weight = embedding.weight\n    return output",
                 "tie(nn.Embedding(11, 4), nn.Linear(11, 4)) (weight (4, 11): the wrong way round) must raise "
-                "ValueError, but it returned",
+                "ValueError, but it returned a value of type Linear",
+            ),
+            "two Parameters sharing one storage (.data)": (
+                "def tie(embedding, output):\n"
+                "    if output.weight.shape != embedding.weight.shape:\n"
+                "        raise ValueError(f'{tuple(output.weight.shape)} != {tuple(embedding.weight.shape)}')\n"
+                "    output.weight.data = embedding.weight.data\n"
+                "    return output",
+                "the two layers hold two Parameters that share their values (.data), so each gets its own gradient",
             ),
             "an error that names no shape": (
                 "def tie(embedding, output):\n"
@@ -325,11 +411,35 @@ PUBLIC_MISTAKES = {
                 "    return torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)",
                 "holds the sines in columns 0-1 and the cosines in 2-3 ([sin | cos] halves): interleave them",
             ),
+            "the base hard-coded to 10000": (
+                "_solved = sinusoidal\n"
+                "def sinusoidal(length, d_model, base=10000.0):\n"
+                "    return _solved(length, d_model)",
+                "sinusoidal(3, 4, 100.0) is the table for base 10000: omega_i = base ** (-2i / d) with the base "
+                "argument",
+            ),
         },
         "q2": {
             "the textbook rotation [[c, -s], [s, c]]": (
                 "_solved = rotation\ndef rotation(k, d_model, base=10000.0):\n    return _solved(k, d_model, base).T",
                 "rotation(3, 8) @ PE[0] must equal PE[3], and its transpose does",
+            ),
+            "the base hard-coded to 10000": (
+                "_solved = rotation\ndef rotation(k, d_model, base=10000.0):\n    return _solved(k, d_model)",
+                "rotation(3, 4, 100.0) is M_3 for base 10000: omega_i = base ** (-2i / d) with the base argument",
+            ),
+            "float32 angles, a float64 matrix": (
+                "def rotation(k, d_model, base=10000.0):\n"
+                "    if d_model % 2:\n"
+                "        raise ValueError('odd d_model')\n"
+                "    angles = (k * base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)).double()\n"
+                "    m = torch.zeros(d_model, d_model, dtype=torch.float64)\n"
+                "    i = torch.arange(0, d_model, 2)\n"
+                "    m[i, i], m[i, i + 1] = angles.cos(), angles.sin()\n"
+                "    m[i + 1, i], m[i + 1, i + 1] = -angles.sin(), angles.cos()\n"
+                "    return m",
+                "rotation(12345.5, 8) is off from M_k by up to {1e-6..1e-3} (float64 rounds to about 1e-12): compute "
+                "omega and the angles k * omega in float64",
             ),
         },
         "q3": {
@@ -348,7 +458,17 @@ PUBLIC_MISTAKES = {
                 "    positions = torch.arange(start, start + length, dtype=torch.float32)[:, None]\n"
                 "    angles = positions * base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)\n"
                 "    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).double()",
-                "PE rows 600 and 1299 are off by",
+                "PE row 600 is off by {1e-9..1e-3} in float64: compute the angles in float64",
+            ),
+            "sqrt(d) as a float32 tensor (common seq2seq tutorials)": (
+                "_Solved = AddFusion\n"
+                "class AddFusion(_Solved):\n"
+                "    def forward(self, ids, offset=0):\n"
+                "        h = self.token(ids) * torch.sqrt(torch.tensor(float(self.d_model)))\n"
+                "        return h + sinusoidal_rows(offset, ids.shape[1], self.d_model).to(h.dtype)",
+                "PE row 600 is exact but token 699's output is off by {1e-9..1e-5} in float64: the sqrt(d_model) "
+                "scale is rounded",
+                "compute the angles in float64",
             ),
             "the offset ignored": (
                 "_Solved = AddFusion\n"
@@ -396,6 +516,16 @@ PUBLIC_MISTAKES = {
                 "    return out",
                 "rope(x, offset=3000) in float64 is off by",
             ),
+            "the base hard-coded to 10000": (
+                "_solved = rope\ndef rope(x, offset=0, base=10000.0):\n    return _solved(x, offset)",
+                "rope(x, offset=1, base=100.0) turns the pairs by base 10000's angles",
+            ),
+            "theta_i = base ** (-i / d) (the 2 forgotten)": (
+                "_solved = rope\ndef rope(x, offset=0, base=10000.0):\n    return _solved(x, offset, base ** 0.5)",
+                "rope(x, offset=1) on (1, 0, 1, 0, ...) (head_dim 8) must turn pair i by theta_i = base ** (-2i / "
+                "head_dim) = 1, 0.1, 0.01, 0.001 radians",
+                "offset is the first token's position",
+            ),
         },
         "q2": {
             "the power-of-two formula for any n": (
@@ -421,6 +551,11 @@ PUBLIC_MISTAKES = {
                 "        weight.mul_(scale)\n"
                 "    return F.embedding(ids, weight, padding_idx).add_(pe)",
                 "changed weight: only the lookup's own output may change in place",
+            ),
+            "a scaled copy of the whole (V, d) table on every call": (
+                "def lookup_add(ids, weight, pe, scale, padding_idx=None):\n"
+                "    return F.embedding(ids, weight * scale, padding_idx).add_(pe)",
+                "made a new (vocab, d) tensor (aten.mul.Tensor): a scaled copy of the whole table on every call",
             ),
             "chapter 6's out= line under autograd": (
                 "def lookup_add(ids, weight, pe, scale, padding_idx=None):\n"
@@ -463,7 +598,49 @@ PUBLIC_MISTAKES = {
                 "is not coalesced (rows [1, 3, 1]): call .coalesce(), one entry per row",
             ),
         },
+        "q3": {
+            "something drawn before torch.randint": (
+                "_solved = sparse_fraction\n"
+                "def sparse_fraction(seed):\n"
+                "    torch.manual_seed(seed)\n"
+                "    torch.randn(8, 256)\n"
+                "    ids = torch.randint(0, 32000, (8, 256))\n"
+                "    grad = sparse_embedding_grad(ids, torch.ones(8, 256, 512), 32000)\n"
+                "    return (grad.indices().numel() * 8 + grad.values().numel() * 4) / (32000 * 512 * 4)",
+                "sparse_fraction(2) is 0.06205, expected 0.0626 to 4 decimals, though seed 1 gave the right value: "
+                "other ids were drawn",
+            ),
+        },
         "q4": {
+            "a working set below the sweep takes the last (DRAM) step (bisect)": (
+                "import bisect\n"
+                "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+                "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+                "    k = bisect.bisect_right([size for size, _ in staircase], nbytes) - 1\n"
+                "    memory = nbytes / (staircase[k][1] * 1e9)\n"
+                "    compute = 2 * batch * seq * d_model / (peak_gflops * 1e9)\n"
+                "    return (compute, 'compute') if compute > memory else (memory, 'memory')",
+                "a working set smaller than every swept size takes the first entry",
+            ),
+            "b * s * d FLOPs (the multiply or the add left out)": (
+                "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+                "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+                "    reached = [g for size, g in staircase if size <= nbytes]\n"
+                "    memory = nbytes / ((reached[-1] if reached else staircase[0][1]) * 1e9)\n"
+                "    compute = batch * seq * d_model / (peak_gflops * 1e9)\n"
+                "    return (compute, 'compute') if compute > memory else (memory, 'memory')",
+                "b * s * d FLOPs: the layer does 2 * b * s * d (a multiply and an add per output element)",
+            ),
+            "the sum of the two roofs": (
+                "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+                "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+                "    reached = [g for size, g in staircase if size <= nbytes]\n"
+                "    memory = nbytes / ((reached[-1] if reached else staircase[0][1]) * 1e9)\n"
+                "    compute = 2 * batch * seq * d_model / (peak_gflops * 1e9)\n"
+                "    return memory + compute, 'compute' if compute > memory else 'memory'",
+                "the bound is the larger of the two roofs, not their sum",
+                "has reached the 1 MiB step",
+            ),
             "GiB/s for GB/s": (
                 "_solved = time_bound\n"
                 "def time_bound(b, s, d, itemsize, staircase, peak):\n"
@@ -501,7 +678,7 @@ def _assert_says(message: str, expected: str):
 
 @pytest.mark.parametrize("name, question, label", MISTAKES, ids=[f"{n[:2]}-{q}-{label}" for n, q, label in MISTAKES])
 def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says_why(name, question, label):
-    code, expected = PUBLIC_MISTAKES[name][question][label]
+    code, expected, *absent = PUBLIC_MISTAKES[name][question][label]
     tests = [t for t in load_suite(ROOT / "exercises", name).tests if t.question == question]
     answers = {a for t in tests for a in t.answers}
     solved = _source_namespace(name)
@@ -514,6 +691,37 @@ def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says
     assert all(lines), "one sentence per failed test"
     if "halves" in label or "rotate-half" in label:  # a layout bug is not blamed on the angles' precision
         assert not any("float64" in line for line in lines), lines
+    for wrong_cause in absent:  # a cause the check did not test is not named
+        assert wrong_cause not in str(failed.value), f"{label}: blames {wrong_cause!r}: {failed.value}"
+
+
+#: Answers that miss one stated requirement, and the points their question then keeps (public and hidden tests
+#: together): each test checks the requirement it is named for, so one miss costs that test's points only.
+ONE_MISS = {
+    "float64 ALiBi slopes": (
+        "05_rope_alibi",
+        "q2",
+        "_solved = alibi_slopes\ndef alibi_slopes(num_heads):\n    return _solved(num_heads).double()",
+        2.0,
+    ),
+    "a right mask without the TypeError": (
+        "04_fusion",
+        "q3",
+        "def key_padding_mask(ids, padding_idx):\n    return ids == padding_idx",
+        1.5,
+    ),
+}
+
+
+@pytest.mark.parametrize("label", ONE_MISS)
+def test_one_missed_requirement_costs_only_its_own_points(label):
+    name, question, code, kept = ONE_MISS[label]
+    tests = [t for t in load_suite(ROOT / "exercises", name).tests if t.question == question]
+    wrong = _source_namespace(name, code)
+    results = {t.name: probe.check(t, probe.gather(t, wrong, SEED), SEED) for t in tests}
+    score = sum(t.points for t in tests if results[t.name][0])
+    failed = {n: m for n, (ok, m) in results.items() if not ok}
+    assert score == kept, f"{name} {question}, {label}: {score} points kept, expected {kept}; failed: {failed}"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -540,6 +540,37 @@ def test_reference_aliases_get_nothing_and_the_rest_full_credit(graded, name):
         assert rows["partial"].scores[q.name] == (0 if k in ALIASES[name] else q.points), (q.name, rows["partial"])
 
 
+def test_the_hidden_inputs_are_fixed_per_exercise_and_grading_key(monkeypatch):
+    monkeypatch.delenv(submission.GRADING_KEY, raising=False)
+    seeds = {name: submission.grading_seed(name) for name in NAMES}
+    assert seeds == {name: submission.grading_seed(name) for name in NAMES}, "a seed must not change between runs"
+    assert len(set(seeds.values())) == len(NAMES) and all(0 <= s < 2**62 for s in seeds.values())
+    monkeypatch.setenv(submission.GRADING_KEY, "an instructor's own key")
+    assert all(submission.grading_seed(name) != seeds[name] for name in NAMES), "the key must change every seed"
+    assert submission.grading_seed(NAMES[0]) == submission.grading_seed(NAMES[0], "an instructor's own key")
+
+
+def test_the_same_wrong_notebook_gets_the_same_grade_every_time(built_exercises, tmp_path):
+    """A sinusoidal that ignores its base, graded three times: the same scores each time, and the base is caught
+    (a hidden test always tries a base other than 10000)."""
+    name = "03_sinusoidal"
+    built = built_exercises[name]
+    answers = solution_answers(built)
+    assert "base ** (" in answers[0]
+    answers[0] = answers[0].replace("base ** (", "10000.0 ** (")
+    student = nbformat.read(built.student, as_version=4)
+    nbformat.write(with_answers(student, dict(enumerate(answers))), tmp_path / "a.ipynb")
+    suite = load_suite(ROOT / "exercises", name)
+    grades = []
+    for _ in range(3):
+        graded_once = submission.grade_file(tmp_path / "a.ipynb", suite, timeout=240)
+        assert graded_once.error == ""
+        grades.append([(r.name, r.score, r.output) for r in graded_once.results])
+    assert grades[0] == grades[1] == grades[2], grades
+    lost = {n: out for n, score, out in grades[0] if n.startswith("sinusoidal") and score == 0}
+    assert "sinusoidal_matches_reference" in lost and "use the base argument" in lost["sinusoidal_matches_reference"]
+
+
 @pytest.fixture(scope="module")
 def cheat_batch(built_exercises, tmp_path_factory):
     """The batch of exercise 03 (see grading_cases/cheats.py) graded through the CLI under the limits of

@@ -50,11 +50,30 @@ def get_exercise(name: str, root: str | Path = EXERCISES) -> Exercise:
     return found[name]
 
 
+#: The export call otter assign writes (``export_cell`` with ``pdf: false``), and what the student notebook runs
+#: instead: one zip per exercise, named after it (running the cell again replaces it, rather than adding a
+#: timestamped one), holding the notebook only (otter's check log is one file per folder, with the checks of every
+#: exercise run there, so it stays out).
+OTTER_EXPORT = "grader.export(pdf=False, run_tests=True)"
+EXPORT = 'grader.export(pdf=False, run_tests=True, export_path="{name}.zip", ignore_log=True)'
+
+
+def export_zip(name: str) -> str:
+    """The file the export cell of exercise ``name`` writes, next to the notebook."""
+    return f"{name}.zip"
+
+
 def normalise_student(text: str) -> str:
-    """Make an otter-generated student notebook reproducible: otter gives every cell a random id."""
+    """Make an otter-generated student notebook reproducible (otter gives every cell a random id), and make its
+    export cell write one zip per exercise (see :data:`EXPORT`)."""
     nb = json.loads(text)
+    name = nb.get("metadata", {}).get("otter", {}).get("assignment_name", "")
     for index, cell in enumerate(nb["cells"]):
         cell["id"] = f"cell-{index:02d}"
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if name and cell["cell_type"] == "code" and OTTER_EXPORT in source:
+            source = source.replace(OTTER_EXPORT, EXPORT.format(name=name))
+            cell["source"] = source.splitlines(keepends=True) if isinstance(cell["source"], list) else source
     return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 

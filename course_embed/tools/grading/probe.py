@@ -26,9 +26,11 @@ none of it but the answer's outputs:
 * **No self-reports.** A flag the notebook computes (``out is w``, ``a.weight is b.weight``) earns nothing; a
   test observes the behaviour instead (the tensor it passed in holds the result; changing one table changes the
   other module's output).
-* **Hidden inputs come from a secret.** A hidden test takes a keyword-only ``seed``: the grader draws it per
-  grading run, hands it to the gathering as a call argument (never in a file the sandbox can read) and gives the
-  checking half the same value, so a table of one run's inputs is worth nothing in the next::
+* **Hidden inputs come from a secret.** A hidden test takes a keyword-only ``seed``: the grader derives it from
+  the exercise's name and the instructor's grading key (``submission.grading_seed``; the same in every grading
+  run, so a notebook graded again gets the same grade), hands it to the gathering as a call argument (never in a
+  file the sandbox can read) and gives the checking half the same value, so a table of the inputs under one key
+  is worth nothing under another::
 
       @test("q1", points=1, hidden=True)
       def sinusoidal_other_sizes(sinusoidal, *, seed):
@@ -286,6 +288,18 @@ class Outcome:
             raise AssertionError(f"{label} raised {self.raised}: {self.message}")
         return self.value
 
+    def returned(self) -> str:
+        """What the call returned, in a few words (a number's value, a tensor's shape and dtype, else the type)."""
+        value = self.value
+        if isinstance(value, Tensor):
+            kind = "sparse tensor" if value.sparse else "tensor"
+            return f"a {kind} of shape {tuple(value.data.shape)} and dtype {value.data.dtype}"
+        if value is None:
+            return f"a value of type {self.type}" if self.type not in ("", "NoneType") else "None"
+        if isinstance(value, (bool, int, float)):
+            return f"{name(type(value).__name__)} {repr(value)[:40]}"
+        return f"a value of type {self.type}" if self.type else "a value"
+
     def tensor(self, label: str, shape=None, dtype=None, sparse: bool = False) -> torch.Tensor:
         """The returned tensor (on the CPU; dense unless ``sparse``), checking its shape and dtype when given."""
         value = self.ok(label)
@@ -324,7 +338,7 @@ class Outcome:
         if self.raised == error.__name__ or (self.raised and self.raised in _subclass_names(error)):
             return self.message
         if self.raised in (None, ""):
-            raise AssertionError(f"{label} must raise {error.__name__}, but it returned")
+            raise AssertionError(f"{label} must raise {error.__name__}, but it returned {self.returned()}")
         return (
             self.ok(label)
             if self.raised == "ReferenceCall"

@@ -4,9 +4,9 @@ Reading and planning a submitted file happen apart, in :mod:`.notebook`'s limite
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -22,9 +22,31 @@ from .limits import Limits
 from .notebook import ANSWER_TAG, plan, read_apart, read_submission
 from .text import bounded
 
-__all__ = ["ANSWER_TAG", "Graded", "Running", "grade_file", "grade_notebook", "plan", "read_submission"]
+__all__ = [
+    "ANSWER_TAG",
+    "GRADING_KEY",
+    "Graded",
+    "Running",
+    "grade_file",
+    "grade_notebook",
+    "grading_seed",
+    "plan",
+    "read_submission",
+]
 
 MAX_NOTES, NOTE_CHARS = 20, 200  # what the sandbox's notes file may put in a row
+
+#: The environment variable holding the instructor's grading key (any text; kept out of what learners get).
+GRADING_KEY = "COURSE_EMBED_GRADING_KEY"
+
+
+def grading_seed(exercise: str, key: str | None = None) -> int:
+    """The secret the hidden tests of ``exercise`` draw their inputs from: fixed by the exercise's name and the
+    grading ``key`` (default: the environment variable :data:`GRADING_KEY`, empty when unset), so that the same
+    notebook gets the same grade every time it is graded, and two learners with the same mistake the same grade.
+    A table of the inputs of one key's run is worth nothing under another key."""
+    key = os.environ.get(GRADING_KEY, "") if key is None else key
+    return int.from_bytes(hashlib.sha256(f"{key}\0{exercise}".encode()).digest()[:8], "big") >> 2
 
 
 @dataclass
@@ -227,7 +249,7 @@ def _grade(write_plan, suite: Suite, timeout: float, running: Running | None, li
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="course-embed-grade-"))
     cgroup = confine.MemoryCgroup(limits.memory, work.name)
-    seed = secrets.randbits(62)  # the hidden tests' inputs, new for every grading run
+    seed = grading_seed(suite.exercise)  # the hidden tests' inputs: the same in every grading run of this key
     try:
         sandbox.prepare(work, suite.sources)
         refused = write_plan(work / "plan.json")

@@ -108,6 +108,26 @@ _AT_OR_BELOW = "([g for size, g in staircase if size <= nbytes] or [staircase[0]
 #: function of a correct notebook). Each must fail at least one hidden test of its question, which
 #: test_exercises.py checks in the test process (the sandbox round trip is test_grading.py's).
 WRONG_ANSWERS = {
+    "03_sinusoidal": {
+        "q1": {
+            "the base hard-coded to 10000": "_solved = sinusoidal\n"
+            "def sinusoidal(length, d_model, base=10000.0):\n"
+            "    return _solved(length, d_model)",
+        },
+        "q2": {
+            "the base hard-coded to 10000": "_solved = rotation\n"
+            "def rotation(k, d_model, base=10000.0):\n"
+            "    return _solved(k, d_model)",
+            "float32 angles, a float64 matrix": "_solved = rotation\n"
+            "def rotation(k, d_model, base=10000.0):\n"
+            "    m = _solved(k, d_model, base)\n"
+            "    angles = (k * base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)).double()\n"
+            "    i = torch.arange(0, d_model, 2)\n"
+            "    m[i, i], m[i, i + 1], m[i + 1, i], m[i + 1, i + 1] = angles.cos(), angles.sin(), -angles.sin(), "
+            "angles.cos()\n"
+            "    return m",
+        },
+    },
     "05_rope_alibi": {
         "q4": {
             "NTK with the exponent d / (d - 1)": _FREQUENCIES + "    if method == 'ntk':\n"
