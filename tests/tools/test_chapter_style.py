@@ -1,4 +1,5 @@
-"""Chapters fit the page: no code line longer than 88 characters (the site cuts longer lines off)."""
+"""Chapters fit the page and the sitting: no code line longer than 88 characters (the site cuts longer lines off),
+and at most 4,000 words of prose a page (every markdown cell, answers in dropdowns included)."""
 
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "book").glob("*.ipynb"))
 LIMIT = 88
+WORDS = 4000
 
 
 def long_lines(path: Path) -> list[str]:
@@ -34,3 +36,22 @@ def test_the_check_can_fail(tmp_path):
     path = tmp_path / "wide.ipynb"
     nbformat.write(nb, path)
     assert long_lines(path) == [f"cell 0, line 2: {4 + 4 * 30 + 1} chars"]
+
+
+def prose_words(path: Path) -> int:
+    """The words of every markdown cell (split at white space, mathematics and markup included)."""
+    cells = nbformat.read(path, as_version=4).cells
+    return sum(len(cell.source.split()) for cell in cells if cell.cell_type == "markdown")
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)
+def test_a_page_is_read_in_one_sitting(path):
+    assert prose_words(path) <= WORDS, f"{path.name}: {prose_words(path)} words of prose, more than {WORDS}"
+
+
+def test_the_word_count_counts_markdown_only(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# A title\n\nTwo $x + y$ words."), nbformat.v4.new_code_cell("a = 1")]
+    path = tmp_path / "short.ipynb"
+    nbformat.write(nb, path)
+    assert prose_words(path) == 8
