@@ -158,7 +158,15 @@ def speedup_plot(tables, *, baseline_label: str | None = None):
             )
         if t.has_copy:
             copy = t.ratio_ci(t.baseline, "copy")[0]
-            ax.hlines(copy, i - 0.45, i + 0.45, color="k", ls="--", lw=1, label="copy of the layer's bytes" if i == 0 else None)
+            ax.hlines(
+                copy,
+                i - 0.45,
+                i + 0.45,
+                color="k",
+                ls="--",
+                lw=1,
+                label="copy of the layer's bytes" if i == 0 else None,
+            )
     ax.set_yscale("log")
     ax.axhline(1, color="grey", lw=0.8)
     ax.set_ylabel(f"speed-up over {baseline_label or baseline} (log)")

@@ -347,7 +347,9 @@ def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512,
     ax.set_xscale("log")
     ax.set_xlabel("offset k = |p - q| (positions)")
     ax.set_ylabel("PE[p] . PE[q] / (d/2)")
-    ax.set_title("PE(p) . PE(q) by offset (closed form): bumps on a trend falling until about k = (pi/2) base", fontsize=10)
+    ax.set_title(
+        "PE(p) . PE(q) by offset (closed form): bumps on a trend falling until about k = (pi/2) base", fontsize=10
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
