@@ -84,6 +84,7 @@ def train_context_table(
     window: int = 2,
     batch: int = 256,
     lr: float = 0.05,
+    init_std: float = 1.0,
 ) -> torch.Tensor:
     """Train a ``(v, d)`` table to predict each token's neighbours from its row; return the trained table.
 
@@ -95,11 +96,12 @@ def train_context_table(
         vocab_size, d_model: the table's shape ``(v, d)``.
         steps: optimizer steps.
         seed: seeds the table, the output matrices and the batches.
+        init_std: the table starts from ``N(0, init_std**2)`` (rows of norm about ``init_std * sqrt(d)``).
     """
     centre, context = context_windows(ids, window)
     with single_thread():
         gen = torch.Generator().manual_seed(seed)
-        table = nn.Parameter(torch.randn(vocab_size, d_model, generator=gen))
+        table = nn.Parameter(torch.randn(vocab_size, d_model, generator=gen) * init_std)
         heads = nn.Parameter(torch.randn(2 * window, vocab_size, d_model, generator=gen) * d_model**-0.5)
         opt = torch.optim.Adam([table, heads], lr=lr)
         for _ in range(steps):

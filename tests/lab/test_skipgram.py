@@ -48,3 +48,10 @@ def test_cosine_matrix_and_class_similarity():
     assert skipgram.class_similarity(cos, [0, 0, 1]) == (1.0, 0.0)
     with pytest.raises(ValueError, match="labels"):
         skipgram.class_similarity(cos, [0, 1])
+
+
+def test_init_std_scales_the_starting_table():
+    ids, vocab = skipgram.toy_corpus(50, torch.Generator().manual_seed(0))
+    start = skipgram.train_context_table(ids, len(vocab), 8, steps=0, seed=3)
+    scaled = skipgram.train_context_table(ids, len(vocab), 8, steps=0, seed=3, init_std=0.5)
+    torch.testing.assert_close(scaled, start * 0.5)
