@@ -597,6 +597,40 @@ PUBLIC_MISTAKES = {
                 "    return torch.sparse_coo_tensor(rows[keep][None], values[keep], (vocab_size, values.shape[-1]))",
                 "is not coalesced (rows [1, 3, 1]): call .coalesce(), one entry per row",
             ),
+            "negative ids let through (only ids >= vocab_size checked)": (
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    if ids.dtype not in (torch.int64, torch.int32):\n"
+                "        raise TypeError('ids')\n"
+                "    if ids.max() >= vocab_size:\n"
+                "        raise ValueError('ids')\n"
+                "    rows, values = ids.reshape(-1).long(), grad_out.reshape(-1, grad_out.shape[-1])\n"
+                "    if padding_idx is not None:\n"
+                "        rows, values = rows[rows != padding_idx], values[rows != padding_idx]\n"
+                "    d = values.shape[-1]\n"
+                "    return torch.sparse_coo_tensor(rows[None], values, (vocab_size, d)).coalesce()",
+                "sparse_embedding_grad(ids with -1 < 0, ...) raised RuntimeError",
+            ),
+            "int32 ids refused": (
+                "_solved = sparse_embedding_grad\n"
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    if ids.dtype != torch.int64:\n"
+                "        raise TypeError('ids must be int64')\n"
+                "    return _solved(ids, grad_out, vocab_size, padding_idx)",
+                "sparse_embedding_grad(int32 ids [[1, 3, 1, 0]], float64 grad_out (1, 4, 2), 5, padding_idx=0) raised "
+                "TypeError",
+            ),
+            "the values cast to float32": (
+                "_solved = sparse_embedding_grad\n"
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    return _solved(ids, grad_out.float(), vocab_size, padding_idx)",
+                "is torch.float32: the gradient keeps grad_out's dtype",
+            ),
+            "the dense gradient's nonzero rows (.to_sparse(1))": (
+                "_solved = sparse_embedding_grad\n"
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    return _solved(ids, grad_out, vocab_size, padding_idx).to_dense().to_sparse(1)",
+                "row 2 is looked up, so it is stored even though its two gradients cancel to zero",
+            ),
         },
         "q3": {
             "something drawn before torch.randint": (
@@ -607,8 +641,19 @@ PUBLIC_MISTAKES = {
                 "    ids = torch.randint(0, 32000, (8, 256))\n"
                 "    grad = sparse_embedding_grad(ids, torch.ones(8, 256, 512), 32000)\n"
                 "    return (grad.indices().numel() * 8 + grad.values().numel() * 4) / (32000 * 512 * 4)",
-                "sparse_fraction(2) is 0.06205, expected 0.0626 to 4 decimals, though seed 1 gave the right value: "
-                "other ids were drawn",
+                "sparse_fraction(1) is 0.06243, 1990 stored rows where seed 1's ids touch 1991 (0.0625): the bytes are "
+                "counted right but other ids were drawn",
+            ),
+            "a table built before drawing the ids": (
+                "def sparse_fraction(seed):\n"
+                "    torch.manual_seed(seed)\n"
+                "    table = torch.nn.Embedding(32000, 512)\n"
+                "    ids = torch.randint(0, 32000, (8, 256))\n"
+                "    grad = sparse_embedding_grad(ids, torch.ones(8, 256, 512), 32000)\n"
+                "    return (grad.indices().numel() * 8 + grad.values().numel() * 4) / (32000 * 512 * 4)",
+                "draw the ids right after torch.manual_seed(seed), before any other random call (no table needs to "
+                "be built)",
+                "8 bytes per stored index",
             ),
         },
         "q4": {
@@ -647,6 +692,25 @@ PUBLIC_MISTAKES = {
                 "    seconds, roof = _solved(b, s, d, itemsize, staircase, peak)\n"
                 "    return seconds * 1e9 / 2**30, roof",
                 "(and 1 GB/s is 1e9 bytes per second)",
+            ),
+            "the sweep's fastest step, whatever the working set": (
+                "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+                "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+                "    memory = nbytes / (max(g for _, g in staircase) * 1e9)\n"
+                "    compute = 2 * batch * seq * d_model / (peak_gflops * 1e9)\n"
+                "    return (compute, 'compute') if compute > memory else (memory, 'memory')",
+                "at the sweep's fastest rate, 60 GB/s: the rate is the one of the step the working set (25.5 MiB) "
+                "has reached",
+            ),
+            "a strict < at a swept size": (
+                "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+                "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+                "    reached = [g for size, g in staircase if size < nbytes]\n"
+                "    memory = nbytes / ((reached[-1] if reached else staircase[0][1]) * 1e9)\n"
+                "    compute = 2 * batch * seq * d_model / (peak_gflops * 1e9)\n"
+                "    return (compute, 'compute') if compute > memory else (memory, 'memory')",
+                "a working set exactly equal to a swept size (4,456,448 bytes) has reached that step: compare sizes "
+                "with <=, not <",
             ),
         },
     },
@@ -698,6 +762,14 @@ def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says
 #: Answers that miss one stated requirement, and the points their question then keeps (public and hidden tests
 #: together): each test checks the requirement it is named for, so one miss costs that test's points only.
 ONE_MISS = {
+    "a sparse gradient in .to_sparse()'s layout (one entry per number)": (
+        "06_optimization",
+        "q2",
+        "_solved = sparse_embedding_grad\n"
+        "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+        "    return _solved(ids, grad_out, vocab_size, padding_idx).to_dense().to_sparse()",
+        1.0,
+    ),
     "float64 ALiBi slopes": (
         "05_rope_alibi",
         "q2",
