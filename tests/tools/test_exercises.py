@@ -410,12 +410,24 @@ PUBLIC_MISTAKES = {
                 "    table = _solved(length, d_model, base)\n"
                 "    return torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)",
                 "holds the sines in columns 0-1 and the cosines in 2-3 ([sin | cos] halves): interleave them",
+                "omega_i = base",
+            ),
+            "the Tensor2Tensor spacing log(base) / (d / 2 - 1)": (
+                "def sinusoidal(length, d_model, base=10000.0):\n"
+                "    if d_model % 2:\n"
+                "        raise ValueError('odd d_model')\n"
+                "    position = torch.arange(length, dtype=torch.float64)[:, None]\n"
+                "    step = math.log(base) / (d_model / 2 - 1)\n"
+                "    angles = position * torch.exp(-torch.arange(d_model // 2, dtype=torch.float64) * step)\n"
+                "    return torch.stack([angles.sin(), angles.cos()], -1).flatten(-2).float()",
+                "sinusoidal(3, 6, 100.0) uses the Tensor2Tensor spacing omega_i = base ** (-i / (d / 2 - 1))",
+                "is the table for base 10000",
             ),
             "the base hard-coded to 10000": (
                 "_solved = sinusoidal\n"
                 "def sinusoidal(length, d_model, base=10000.0):\n"
                 "    return _solved(length, d_model)",
-                "sinusoidal(3, 4, 100.0) is the table for base 10000: omega_i = base ** (-2i / d) with the base "
+                "sinusoidal(3, 6, 100.0) is the table for base 10000: omega_i = base ** (-2i / d) with the base "
                 "argument",
             ),
         },
@@ -423,10 +435,25 @@ PUBLIC_MISTAKES = {
             "the textbook rotation [[c, -s], [s, c]]": (
                 "_solved = rotation\ndef rotation(k, d_model, base=10000.0):\n    return _solved(k, d_model, base).T",
                 "rotation(3, 8) @ PE[0] must equal PE[3], and its transpose does",
+                "omega",
+            ),
+            "the Tensor2Tensor spacing log(base) / (d / 2 - 1)": (
+                "def rotation(k, d_model, base=10000.0):\n"
+                "    if d_model % 2:\n"
+                "        raise ValueError('odd d_model')\n"
+                "    step = math.log(base) / (d_model / 2 - 1)\n"
+                "    angles = k * torch.exp(-torch.arange(d_model // 2, dtype=torch.float64) * step)\n"
+                "    m = torch.zeros(d_model, d_model, dtype=torch.float64)\n"
+                "    i = torch.arange(0, d_model, 2)\n"
+                "    m[i, i], m[i, i + 1] = angles.cos(), angles.sin()\n"
+                "    m[i + 1, i], m[i + 1, i + 1] = -angles.sin(), angles.cos()\n"
+                "    return m",
+                "rotation(3, 6, 100.0) uses the Tensor2Tensor spacing omega_i = base ** (-i / (d / 2 - 1))",
+                "is M_3 for base 10000",
             ),
             "the base hard-coded to 10000": (
                 "_solved = rotation\ndef rotation(k, d_model, base=10000.0):\n    return _solved(k, d_model)",
-                "rotation(3, 4, 100.0) is M_3 for base 10000: omega_i = base ** (-2i / d) with the base argument",
+                "rotation(3, 6, 100.0) is M_3 for base 10000: omega_i = base ** (-2i / d) with the base argument",
             ),
             "float32 angles, a float64 matrix": (
                 "def rotation(k, d_model, base=10000.0):\n"
