@@ -228,7 +228,8 @@ def _grade_options(sub) -> None:
         description="Grade submissions into a gradebook CSV, one row per (student, exercise), and feedback per "
         "student. Each submission runs in a bubblewrap sandbox; its outputs are checked outside it, in a process "
         f"of their own limited to {CHECK_SECONDS} s of CPU time and {format_size(CHECK_MEMORY)} of memory. Run it "
-        "from the instructor's copy of the course (with exercises/source/), or name that folder with --root. The "
+        "from the root folder of the instructor's copy of the course (with exercises/source/), or name its "
+        "exercises/ folder (not the course's root) with --root. The "
         "hidden tests' inputs are fixed per exercise by the environment variable COURSE_EMBED_GRADING_KEY (keep "
         "it to yourself; empty when unset), so a notebook graded again gets the same grade.",
     )

@@ -14,10 +14,20 @@ SMALL = torch.tensor([  # sinusoidal(6, 4)
     [-0.756802495, -0.653643621, 0.039989334, 0.999200107],
     [-0.958924275, 0.283662185, 0.049979169, 0.99875026],
 ])
-BASE_100 = torch.tensor([  # sinusoidal(3, 4, 100.0)
-    [0.0, 1.0, 0.0, 1.0],
-    [0.841470985, 0.540302306, 0.099833417, 0.995004165],
-    [0.909297427, -0.416146837, 0.198669331, 0.980066578],
+BASE_100 = torch.tensor([  # sinusoidal(3, 6, 100.0): at d = 4 the Tensor2Tensor spacing below equals base 10000's
+    [0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+    [0.841470985, 0.540302306, 0.213780666, 0.976881685, 0.046399223, 0.998922976],
+    [0.909297427, -0.416146837, 0.417676835, 0.908595654, 0.092698501, 0.995694224],
+])
+BASE_10000_D6 = torch.tensor([  # sinusoidal(3, 6)
+    [0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+    [0.841470985, 0.540302306, 0.046399223, 0.998922976, 0.002154433, 0.999997679],
+    [0.909297427, -0.416146837, 0.092698501, 0.995694224, 0.004308856, 0.999990717],
+])
+T2T_100 = torch.tensor([  # omega_i = exp(-i * log(100) / (d / 2 - 1)) at d = 6 (tensor2tensor's get_timing_signal)
+    [0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+    [0.841470985, 0.540302306, 0.099833417, 0.995004165, 0.009999833, 0.99995],
+    [0.909297427, -0.416146837, 0.198669331, 0.980066578, 0.019998667, 0.999800007],
 ])
 FAR = torch.tensor([  # sinusoidal(10001, 64)[10000]
     -0.305614389, -0.952155368, 0.039560468, -0.999217178, -0.037589165, 0.999293278, 0.812071497, 0.583557953,
@@ -31,9 +41,9 @@ FAR = torch.tensor([  # sinusoidal(10001, 64)[10000]
 ])
 
 
-@test("q1", points=0.5)
+@test("q1", points=0.25)
 def sinusoidal_small_table_interleaved(sinusoidal):
-    got = yield [run(sinusoidal, 6, 4), run(sinusoidal, 0, 8), run(sinusoidal, 10, 3)]
+    got = yield [run(sinusoidal, 6, 4)]
     pe = got[0].tensor("sinusoidal(6, 4)", shape=(6, 4), dtype=torch.float32)
     if torch.allclose(pe[:, [0, 2, 1, 3]], SMALL, atol=1e-6):
         raise AssertionError(
@@ -45,19 +55,38 @@ def sinusoidal_small_table_interleaved(sinusoidal):
             f"sinusoidal(6, 4)[{p}] is {[round(x, 4) for x in pe[p].tolist()]}, expected "
             f"{[round(x, 4) for x in SMALL[p].tolist()]}: column 2i is sin(p * base ** (-2i / d)), column 2i + 1 cos"
         )
-    got[1].tensor("sinusoidal(0, 8) (no positions)", shape=(0, 8), dtype=torch.float32)
-    got[2].raises("sinusoidal(10, 3) (an odd d_model has no last cos column)", ValueError)
+
+
+@test("q1", points=0.25)
+def sinusoidal_empty_table_and_odd_width(sinusoidal):
+    got = yield [run(sinusoidal, 0, 8), run(sinusoidal, 10, 3), run(sinusoidal, 1, 4)]
+    got[0].tensor("sinusoidal(0, 8) (no positions)", shape=(0, 8), dtype=torch.float32)
+    got[1].raises("sinusoidal(10, 3) (an odd d_model has no last cos column)", ValueError)
+    row = got[2].tensor("sinusoidal(1, 4)", shape=(1, 4), dtype=torch.float32)[0]
+    assert sorted(row.tolist()) == [0.0, 0.0, 1.0, 1.0], (
+        "sinusoidal(1, 4) must be position 0's row, sin 0 and cos 0 for each pair (two zeros and two ones)"
+    )
 
 
 @test("q1", points=0.5)
 def sinusoidal_uses_its_base(sinusoidal):
-    got = yield run(sinusoidal, 3, 4, 100.0)
-    pe = got.tensor("sinusoidal(3, 4, 100.0)", shape=(3, 4), dtype=torch.float32)
-    assert not torch.allclose(pe, SMALL[:3], atol=1e-6), (
-        "sinusoidal(3, 4, 100.0) is the table for base 10000: omega_i = base ** (-2i / d) with the base argument"
+    got = yield run(sinusoidal, 3, 6, 100.0)
+    label = "sinusoidal(3, 6, 100.0)"
+    pe = got.tensor(label, shape=(3, 6), dtype=torch.float32)
+    if any(torch.allclose(pe[:, [0, 3, 1, 4, 2, 5]], t, atol=1e-6) for t in (BASE_100, BASE_10000_D6, T2T_100)):
+        raise AssertionError(
+            f"{label} holds [sin | cos] halves, a layout mistake: interleave the columns as the small table's check "
+            f"says (column 2i sin, column 2i + 1 cos)"
+        )
+    assert not torch.allclose(pe, BASE_10000_D6, atol=1e-6), (
+        f"{label} is the table for base 10000: omega_i = base ** (-2i / d) with the base argument"
+    )
+    assert not torch.allclose(pe, T2T_100, atol=1e-6), (
+        f"{label} uses the Tensor2Tensor spacing omega_i = base ** (-i / (d / 2 - 1)) (the same as base 10000's at "
+        f"d = 4 only): here omega_i = base ** (-2i / d)"
     )
     assert torch.allclose(pe, BASE_100, atol=1e-6), (
-        f"sinusoidal(3, 4, 100.0)[2] is {[round(x, 4) for x in pe[2].tolist()]}, expected "
+        f"{label}[2] is {[round(x, 4) for x in pe[2].tolist()]}, expected "
         f"{[round(x, 4) for x in BASE_100[2].tolist()]}: omega_i = base ** (-2i / d)"
     )
 
@@ -95,18 +124,21 @@ M5 = torch.tensor([  # rotation(5, 4)
     [0.0, 0.0, 0.9987502604, 0.0499791693],
     [0.0, 0.0, -0.0499791693, 0.9987502604],
 ], dtype=torch.float64)
-M3_BASE_100 = torch.tensor([  # rotation(3, 4, 100.0)
-    [-0.9899924966, 0.1411200081, 0.0, 0.0],
-    [-0.1411200081, -0.9899924966, 0.0, 0.0],
-    [0.0, 0.0, 0.9553364891, 0.2955202067],
-    [0.0, 0.0, -0.2955202067, 0.9553364891],
-], dtype=torch.float64)
-M3_BASE_10000 = torch.tensor([  # rotation(3, 4)
-    [-0.9899924966, 0.1411200081, 0.0, 0.0],
-    [-0.1411200081, -0.9899924966, 0.0, 0.0],
-    [0.0, 0.0, 0.9995500337, 0.0299955002],
-    [0.0, 0.0, -0.0299955002, 0.9995500337],
-], dtype=torch.float64)
+
+
+def _blocks(pairs):
+    """The block-diagonal matrix of stored ``(cos, sin)`` pairs, block i = [[c, s], [-s, c]] at rows 2i, 2i + 1."""
+    m = torch.zeros(2 * len(pairs), 2 * len(pairs), dtype=torch.float64)
+    for i, (c, s) in enumerate(pairs):
+        m[2 * i, 2 * i], m[2 * i, 2 * i + 1], m[2 * i + 1, 2 * i], m[2 * i + 1, 2 * i + 1] = c, s, -s, c
+    return m
+
+
+# rotation(3, 6, 100.0), rotation(3, 6) and the Tensor2Tensor spacing's M_3 at base 100 (equal to base 10000's at
+# d = 4 only), from their blocks' stored (cos(3 omega_i), sin(3 omega_i))
+M3_BASE_100 = _blocks([(-0.9899924966, 0.1411200081), (0.7982992214, 0.6022610341), (0.9903206991, 0.1387981011)])
+M3_BASE_10000 = _blocks([(-0.9899924966, 0.1411200081), (0.9903206991, 0.1387981011), (0.9999791129, 0.0064632591)])
+M3_T2T_100 = _blocks([(-0.9899924966, 0.1411200081), (0.9553364891, 0.2955202067), (0.9995500337, 0.0299955002)])
 FAR_BLOCKS = [  # rotation(12345.5, 8): (cos, sin) of block i, at [2i, 2i] and [2i, 2i + 1]
     (0.57423360531, -0.818691496556),
     (-0.995403886599, 0.095765873587),
@@ -115,9 +147,9 @@ FAR_BLOCKS = [  # rotation(12345.5, 8): (cos, sin) of block i, at [2i, 2i] and [
 ]
 
 
-@test("q2", points=0.5)
+@test("q2", points=0.25)
 def rotation_moves_three_positions(rotation):
-    got = yield [run(rotation, 3, 8), run(rotation, 2.5, 4), run(rotation, 1, 7)]
+    got = yield [run(rotation, 3, 8), run(rotation, 2.5, 4)]
     m = got[0].tensor("rotation(3, 8)", shape=(8, 8), dtype=torch.float64)
     rows = {p: torch.tensor(row, dtype=torch.float64) for p, row in ROWS.items()}
     for p in (0, 5, 16):
@@ -134,24 +166,40 @@ def rotation_moves_three_positions(rotation):
     assert torch.allclose(half @ half, M5, atol=1e-9), (
         "rotation(2.5, 4) applied twice must equal rotation(5, 4): k may be any real number, not only an int"
     )
-    got[2].raises("rotation(1, 7) (an odd d_model)", ValueError)
+
+
+@test("q2", points=0.25)
+def rotation_rejects_odd_width(rotation):
+    got = yield [run(rotation, 1, 7), run(rotation, 0, 4)]
+    got[0].raises("rotation(1, 7) (an odd d_model)", ValueError)
+    m = got[1].tensor("rotation(0, 4)", shape=(4, 4), dtype=torch.float64)
+    assert torch.equal(m, torch.eye(4, dtype=torch.float64)), "rotation(0, 4) must be the identity: M_0 moves nothing"
 
 
 @test("q2", points=0.5)
 def rotation_uses_its_base_and_float64_angles(rotation):
-    got = yield [run(rotation, 3, 4, 100.0), run(rotation, 12345.5, 8)]
-    m = got[0].tensor("rotation(3, 4, 100.0)", shape=(4, 4), dtype=torch.float64)
+    got = yield [run(rotation, 3, 6, 100.0), run(rotation, 12345.5, 8)]
+    m = got[0].tensor("rotation(3, 6, 100.0)", shape=(6, 6), dtype=torch.float64)
+    if any(torch.allclose(m.T, t, rtol=0, atol=1e-6) for t in (M3_BASE_100, M3_BASE_10000, M3_T2T_100)):
+        raise AssertionError(
+            "rotation(3, 6, 100.0) is the transpose of M_3, a layout mistake: work each block out from sin(a + b) "
+            "and cos(a + b), as the check of rotation(3, 8) @ PE[p] says"
+        )
     assert not torch.allclose(m, M3_BASE_10000, rtol=0, atol=1e-6), (
-        "rotation(3, 4, 100.0) is M_3 for base 10000: omega_i = base ** (-2i / d) with the base argument"
+        "rotation(3, 6, 100.0) is M_3 for base 10000: omega_i = base ** (-2i / d) with the base argument"
+    )
+    assert not torch.allclose(m, M3_T2T_100, rtol=0, atol=1e-6), (
+        "rotation(3, 6, 100.0) uses the Tensor2Tensor spacing omega_i = base ** (-i / (d / 2 - 1)) (the same as base "
+        "10000's at d = 4 only): here omega_i = base ** (-2i / d)"
     )
     error = (m - M3_BASE_100).abs().max().item()
-    assert error < 1e-5, f"rotation(3, 4, 100.0) is off from M_3 by up to {error:.1e}: omega_i = base ** (-2i / d)"
+    assert error < 1e-5, f"rotation(3, 6, 100.0) is off from M_3 by up to {error:.1e}: omega_i = base ** (-2i / d)"
     far = got[1].tensor("rotation(12345.5, 8)", shape=(8, 8), dtype=torch.float64)
     expected = torch.tensor(FAR_BLOCKS, dtype=torch.float64)
     blocks = torch.stack([far[0::2, 0::2].diagonal(), far[0::2, 1::2].diagonal()], dim=1)
     far_error = (blocks - expected).abs().max().item()
     assert far_error < 1e-3, f"rotation(12345.5, 8) is off from M_k by up to {far_error:.1e}: the formula is wrong"
-    for label, e in (("rotation(12345.5, 8)", far_error), ("rotation(3, 4, 100.0)", error)):
+    for label, e in (("rotation(12345.5, 8)", far_error), ("rotation(3, 6, 100.0)", error)):
         assert e < 1e-9, (
             f"{label} is off from M_k by up to {e:.1e} (float64 rounds to about 1e-12): compute omega and the "
             f"angles k * omega in float64, as in question 1"

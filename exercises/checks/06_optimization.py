@@ -108,6 +108,9 @@ def sparse_grad_one_row_per_id_summed_without_the_pad_row(sparse_embedding_grad)
         run(_sparse_kept, sparse_embedding_grad, 0),
         run(_sparse, sparse_embedding_grad, SPARSE_IDS.float(), GRAD_OUT, 5),
         run(_sparse, sparse_embedding_grad, torch.tensor([[1, 5, 0, 2]]), GRAD_OUT, 5),
+        run(_sparse, sparse_embedding_grad, torch.tensor([[1, -1, 0, 2]]), GRAD_OUT, 5),
+        run(_sparse, sparse_embedding_grad, SPARSE_IDS.int(), GRAD_OUT.double(), 5, 0),
+        run(_sparse, sparse_embedding_grad, torch.tensor([[2, 2]]), torch.tensor([[[1.0, -2.0], [-1.0, 2.0]]]), 5),
     ]
     label = "sparse_embedding_grad(ids [[1, 3, 1, 0]], grad_out (1, 4, 2), 5, padding_idx=0)"
     r = got[0].ok(label)
@@ -134,12 +137,40 @@ def sparse_grad_one_row_per_id_summed_without_the_pad_row(sparse_embedding_grad)
     )
     got[1].raises("sparse_embedding_grad(float ids, ...)", TypeError)
     got[2].raises("sparse_embedding_grad(ids with 5 >= vocab_size, ...)", ValueError)
+    got[3].raises("sparse_embedding_grad(ids with -1 < 0, ...)", ValueError)
+    label = "sparse_embedding_grad(int32 ids [[1, 3, 1, 0]], float64 grad_out (1, 4, 2), 5, padding_idx=0)"
+    value = got[4].ok(label)
+    assert isinstance(value, Tensor) and value.sparse, f"{label} must return a sparse COO tensor"
+    assert value.data.dtype == torch.float64, (
+        f"{label} is {value.data.dtype}: the gradient keeps grad_out's dtype (no .float() on the values)"
+    )
+    assert torch.equal(value.data._values(), torch.tensor([[6.0, 8.0], [3.0, 4.0]], dtype=torch.float64)), (
+        f"{label}: rows 1 and 3 must hold [6, 8] and [3, 4], as with int64 ids (int32 ids are integers too)"
+    )
+    label = "sparse_embedding_grad(ids [[2, 2]], grad_out [[[1, -2], [-1, 2]]], 5)"
+    value = got[5].ok(label)
+    assert isinstance(value, Tensor) and value.sparse, f"{label} must return a sparse COO tensor"
+    assert value.data.sparse_dim() == 1 and value.data._indices().tolist() == [[2]], (
+        f"{label} stores rows {value.data._indices().tolist()}: row 2 is looked up, so it is stored even though its "
+        f"two gradients cancel to zero; build the tensor from the ids, not from the dense gradient's nonzero rows "
+        f"(.to_sparse(1))"
+    )
+
+
+ROW_FRACTION = 32000 * 512 * 4 / (8 + 512 * 4)  # dense bytes over one stored row's (an int64 index, 512 floats)
 
 
 @test("q3", points=1)
 def sparse_fraction_for_seeds_1_and_2(sparse_fraction):
     got = yield [run(sparse_fraction, 1), run(sparse_fraction, 2)]
     value = got[0].number("sparse_fraction(1)")
+    rows = value * ROW_FRACTION  # stored rows, an integer when only the draw differs
+    redrawn = abs(rows - round(rows)) < 1e-6 * max(rows, 1.0) and 1000 <= round(rows) <= 3000 and round(rows) != 1991
+    assert not redrawn, (
+        f"sparse_fraction(1) is {value:.5f}, {round(rows)} stored rows where seed 1's ids touch 1991 (0.0625): the "
+        f"bytes are counted right but other ids were drawn; draw the ids right after torch.manual_seed(seed), before "
+        f"any other random call (no table needs to be built)"
+    )
     assert abs(value - 0.062462) <= 0.000051, (
         f"sparse_fraction(1) is {value:.5f}, expected 0.0625 to 4 decimals: 8 bytes per stored index plus 4 per "
         f"stored value, over 32000 * 512 * 4 bytes; it uses your sparse_embedding_grad, so check question 2 first "
@@ -148,8 +179,8 @@ def sparse_fraction_for_seeds_1_and_2(sparse_fraction):
     value = got[1].number("sparse_fraction(2)")
     assert abs(value - 0.062619) <= 0.000051, (
         f"sparse_fraction(2) is {value:.5f}, expected 0.0626 to 4 decimals, though seed 1 gave the right value: "
-        f"other ids were drawn; draw them with torch.randint right after torch.manual_seed(seed), with nothing "
-        f"random in between"
+        f"other ids were drawn; draw the ids right after torch.manual_seed(seed), before any other random call (no "
+        f"table needs to be built)"
     )
 
 
@@ -176,11 +207,19 @@ def min_bytes_of_check_yourself_question_1(min_bytes):
 TWO_STEPS = [(2**20, 50.0), (2**24, 10.0)]  # (bytes read + written, GB/s): a cache, then DRAM
 
 
+THREE_STEPS = [(2**20, 20.0), (2**22, 60.0), (2**24, 10.0)]  # the fastest step is not the last
+AT_A_STEP = [(2**20, 50.0), (4_456_448, 20.0), (2**24, 10.0)]  # a swept size equal to (8, 128, 512, 4)'s working set
+
+
 @test("q4", points=0.5)
-def time_bound_between_two_steps(time_bound):
-    got = yield run(time_bound, 8, 128, 512, 4, TWO_STEPS, 100.0)
+def time_bound_reads_the_working_sets_step(time_bound):
+    got = yield [
+        run(time_bound, 8, 128, 512, 4, TWO_STEPS, 100.0),
+        run(time_bound, 8, 512, 768, 4, THREE_STEPS, 100.0),
+        run(time_bound, 8, 128, 512, 4, AT_A_STEP, 100.0),
+    ]
     label = f"time_bound(8, 128, 512, 4, {TWO_STEPS}, 100.0)"
-    seconds, roof = _bound(got, label)
+    seconds, roof = _bound(got[0], label)
     assert roof == "memory", f"{label}: 0.25 FLOP/byte against a roof of 100 GFLOP/s is memory-bound"
     # 4 * (2 * 8 * 128 * 512 + 128 * 512) = 4,456,448 bytes (4.25 MiB) lie between the 1 MiB and 16 MiB steps
     assert abs(seconds / (8.912896e-05 + 1.048576e-05) - 1) > 1e-9, (
@@ -190,6 +229,28 @@ def time_bound_between_two_steps(time_bound):
     assert abs(seconds / 8.912896e-05 - 1) < 1e-9, (
         f"{label} is {seconds!r} s, expected 4,456,448 bytes at 50 GB/s: the working set (4.25 MiB) has reached "
         f"the 1 MiB step but not the 16 MiB one (and 1 GB/s is 1e9 bytes per second)"
+    )
+
+    label = f"time_bound(8, 512, 768, 4, {THREE_STEPS}, 100.0)"
+    seconds, _ = _bound(got[1], label)
+    # 26,738,688 bytes (25.5 MiB) lie past the last swept size: its 10 GB/s, not the sweep's fastest 60 GB/s
+    assert abs(seconds / (26_738_688 / 60e9) - 1) > 1e-9, (
+        f"{label} is {seconds!r} s, 26,738,688 bytes at the sweep's fastest rate, 60 GB/s: the rate is the one of the "
+        f"step the working set (25.5 MiB) has reached, the largest swept size at most it (here the last, 16 MiB), "
+        f"not the fastest"
+    )
+    assert abs(seconds / (26_738_688 / 10e9) - 1) < 1e-9, (
+        f"{label} is {seconds!r} s, expected 26,738,688 bytes at 10 GB/s = 2.6738688e-03 s: a working set (25.5 "
+        f"MiB) larger than every swept size takes the last entry"
+    )
+    label = f"time_bound(8, 128, 512, 4, {AT_A_STEP}, 100.0)"
+    seconds, _ = _bound(got[2], label)
+    assert abs(seconds / (4_456_448 / 50e9) - 1) > 1e-9, (
+        f"{label} is {seconds!r} s, 4,456,448 bytes at the 1 MiB step's 50 GB/s: a working set exactly equal to a "
+        f"swept size (4,456,448 bytes) has reached that step: compare sizes with <=, not <"
+    )
+    assert abs(seconds / (4_456_448 / 20e9) - 1) < 1e-9, (
+        f"{label} is {seconds!r} s, expected 4,456,448 bytes at the 4,456,448-byte step's 20 GB/s = 2.228224e-04 s"
     )
 
 

@@ -46,13 +46,14 @@ def sinusoidal_rejects_odd_width(sinusoidal, *, seed):
     gen = torch.Generator().manual_seed(seed)
     length, d = between(gen, 1, 50), 2 * between(gen, 1, 50)
     got = yield [run(sinusoidal, length, d), run(sinusoidal, length, d + 1)]
-    import course_embed as ce
-
-    table = got[0].tensor(f"sinusoidal({length}, {d})", shape=(length, d), dtype=torch.float32)
-    error = (table - ce.sinusoidal_table(length, d)).abs().max().item()
-    assert error < 1e-3, (
-        f"sinusoidal({length}, {d}) is off from the formula by up to {error:.1e} (this test credits the odd-width "
-        f"error to an answer that builds the table)"
+    # not the even-width table's values (sinusoidal_matches_reference's), only that it is one, whatever its layout
+    # or frequencies: row 0 holds sin 0 and cos 0 (d / 2 zeros, d / 2 ones), every entry lies in [-1, 1]; an answer
+    # that raises for every width, or returns zeros, earns nothing here
+    label = f"sinusoidal({length}, {d}) (an even width)"
+    table = got[0].tensor(label, shape=(length, d), dtype=torch.float32)
+    row = table[0].tolist()
+    assert row.count(0.0) == d // 2 and row.count(1.0) == d // 2 and bool(table.abs().le(1.0).all()), (
+        f"{label}: a sinusoidal table (row 0 is sin 0 and cos 0, every entry in [-1, 1])"
     )
     got[1].raises(f"sinusoidal({length}, {d + 1})", ValueError)
 
@@ -105,7 +106,7 @@ def rotation_composes_and_moves_the_table(rotation, *, seed):
 @test("q3", points=1, hidden=True)
 def first_rise_for_several_widths(first_rise, *, seed):
     gen = torch.Generator().manual_seed(seed)
-    widths = (2 * between(gen, 2, 16), 2 * between(gen, 17, 40), 2 * between(gen, 41, 128))
+    widths = (2 * between(gen, 2, 16), 2 * between(gen, 17, 40), 2 * between(gen, 41, 128), 512, 1024)  # 44, 69
     got = yield [run(first_rise, d) for d in widths]
     import course_embed as ce
 

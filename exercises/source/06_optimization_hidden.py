@@ -151,12 +151,10 @@ def sparse_grad_rejects_bad_ids(sparse_embedding_grad, *, seed):
     got = yield [run(_sparse, sparse_embedding_grad, torch.tensor([[v - 1, v - 1]]), grad_out, v)] + [
         run(_sparse, sparse_embedding_grad, bad, grad_out, v) for bad, _ in cases
     ]
+    # only that good ids pass and bad ones raise: the layout and the values are sparse_grad_matches_reference's
     label = f"sparse_embedding_grad(ids [[{v - 1}, {v - 1}]], ones (1, 2, 3), {v})"
     value = got[0].ok(label)["grad"]
-    assert isinstance(value, Tensor) and value.sparse and value.data._indices().tolist() == [[v - 1]], (
-        f"{label} must store the one row {v - 1}"
-    )
-    assert torch.equal(value.data._values(), torch.full((1, 3), 2.0)), f"{label}: row {v - 1} must hold 2, 2, 2"
+    assert isinstance(value, Tensor), f"{label}: the largest id, {v - 1}, is in range: return its gradient"
     for (bad, error), out in zip(cases, got[1:]):
         out.raises(f"sparse_embedding_grad(ids={bad.tolist()}, vocab_size={v})", error)
 

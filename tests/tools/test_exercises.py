@@ -410,12 +410,24 @@ PUBLIC_MISTAKES = {
                 "    table = _solved(length, d_model, base)\n"
                 "    return torch.cat([table[:, 0::2], table[:, 1::2]], dim=1)",
                 "holds the sines in columns 0-1 and the cosines in 2-3 ([sin | cos] halves): interleave them",
+                "omega_i = base",
+            ),
+            "the Tensor2Tensor spacing log(base) / (d / 2 - 1)": (
+                "def sinusoidal(length, d_model, base=10000.0):\n"
+                "    if d_model % 2:\n"
+                "        raise ValueError('odd d_model')\n"
+                "    position = torch.arange(length, dtype=torch.float64)[:, None]\n"
+                "    step = math.log(base) / (d_model / 2 - 1)\n"
+                "    angles = position * torch.exp(-torch.arange(d_model // 2, dtype=torch.float64) * step)\n"
+                "    return torch.stack([angles.sin(), angles.cos()], -1).flatten(-2).float()",
+                "sinusoidal(3, 6, 100.0) uses the Tensor2Tensor spacing omega_i = base ** (-i / (d / 2 - 1))",
+                "is the table for base 10000",
             ),
             "the base hard-coded to 10000": (
                 "_solved = sinusoidal\n"
                 "def sinusoidal(length, d_model, base=10000.0):\n"
                 "    return _solved(length, d_model)",
-                "sinusoidal(3, 4, 100.0) is the table for base 10000: omega_i = base ** (-2i / d) with the base "
+                "sinusoidal(3, 6, 100.0) is the table for base 10000: omega_i = base ** (-2i / d) with the base "
                 "argument",
             ),
         },
@@ -423,10 +435,25 @@ PUBLIC_MISTAKES = {
             "the textbook rotation [[c, -s], [s, c]]": (
                 "_solved = rotation\ndef rotation(k, d_model, base=10000.0):\n    return _solved(k, d_model, base).T",
                 "rotation(3, 8) @ PE[0] must equal PE[3], and its transpose does",
+                "omega",
+            ),
+            "the Tensor2Tensor spacing log(base) / (d / 2 - 1)": (
+                "def rotation(k, d_model, base=10000.0):\n"
+                "    if d_model % 2:\n"
+                "        raise ValueError('odd d_model')\n"
+                "    step = math.log(base) / (d_model / 2 - 1)\n"
+                "    angles = k * torch.exp(-torch.arange(d_model // 2, dtype=torch.float64) * step)\n"
+                "    m = torch.zeros(d_model, d_model, dtype=torch.float64)\n"
+                "    i = torch.arange(0, d_model, 2)\n"
+                "    m[i, i], m[i, i + 1] = angles.cos(), angles.sin()\n"
+                "    m[i + 1, i], m[i + 1, i + 1] = -angles.sin(), angles.cos()\n"
+                "    return m",
+                "rotation(3, 6, 100.0) uses the Tensor2Tensor spacing omega_i = base ** (-i / (d / 2 - 1))",
+                "is M_3 for base 10000",
             ),
             "the base hard-coded to 10000": (
                 "_solved = rotation\ndef rotation(k, d_model, base=10000.0):\n    return _solved(k, d_model)",
-                "rotation(3, 4, 100.0) is M_3 for base 10000: omega_i = base ** (-2i / d) with the base argument",
+                "rotation(3, 6, 100.0) is M_3 for base 10000: omega_i = base ** (-2i / d) with the base argument",
             ),
             "float32 angles, a float64 matrix": (
                 "def rotation(k, d_model, base=10000.0):\n"
@@ -597,6 +624,40 @@ PUBLIC_MISTAKES = {
                 "    return torch.sparse_coo_tensor(rows[keep][None], values[keep], (vocab_size, values.shape[-1]))",
                 "is not coalesced (rows [1, 3, 1]): call .coalesce(), one entry per row",
             ),
+            "negative ids let through (only ids >= vocab_size checked)": (
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    if ids.dtype not in (torch.int64, torch.int32):\n"
+                "        raise TypeError('ids')\n"
+                "    if ids.max() >= vocab_size:\n"
+                "        raise ValueError('ids')\n"
+                "    rows, values = ids.reshape(-1).long(), grad_out.reshape(-1, grad_out.shape[-1])\n"
+                "    if padding_idx is not None:\n"
+                "        rows, values = rows[rows != padding_idx], values[rows != padding_idx]\n"
+                "    d = values.shape[-1]\n"
+                "    return torch.sparse_coo_tensor(rows[None], values, (vocab_size, d)).coalesce()",
+                "sparse_embedding_grad(ids with -1 < 0, ...) raised RuntimeError",
+            ),
+            "int32 ids refused": (
+                "_solved = sparse_embedding_grad\n"
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    if ids.dtype != torch.int64:\n"
+                "        raise TypeError('ids must be int64')\n"
+                "    return _solved(ids, grad_out, vocab_size, padding_idx)",
+                "sparse_embedding_grad(int32 ids [[1, 3, 1, 0]], float64 grad_out (1, 4, 2), 5, padding_idx=0) raised "
+                "TypeError",
+            ),
+            "the values cast to float32": (
+                "_solved = sparse_embedding_grad\n"
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    return _solved(ids, grad_out.float(), vocab_size, padding_idx)",
+                "is torch.float32: the gradient keeps grad_out's dtype",
+            ),
+            "the dense gradient's nonzero rows (.to_sparse(1))": (
+                "_solved = sparse_embedding_grad\n"
+                "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+                "    return _solved(ids, grad_out, vocab_size, padding_idx).to_dense().to_sparse(1)",
+                "row 2 is looked up, so it is stored even though its two gradients cancel to zero",
+            ),
         },
         "q3": {
             "something drawn before torch.randint": (
@@ -607,8 +668,19 @@ PUBLIC_MISTAKES = {
                 "    ids = torch.randint(0, 32000, (8, 256))\n"
                 "    grad = sparse_embedding_grad(ids, torch.ones(8, 256, 512), 32000)\n"
                 "    return (grad.indices().numel() * 8 + grad.values().numel() * 4) / (32000 * 512 * 4)",
-                "sparse_fraction(2) is 0.06205, expected 0.0626 to 4 decimals, though seed 1 gave the right value: "
-                "other ids were drawn",
+                "sparse_fraction(1) is 0.06243, 1990 stored rows where seed 1's ids touch 1991 (0.0625): the bytes are "
+                "counted right but other ids were drawn",
+            ),
+            "a table built before drawing the ids": (
+                "def sparse_fraction(seed):\n"
+                "    torch.manual_seed(seed)\n"
+                "    table = torch.nn.Embedding(32000, 512)\n"
+                "    ids = torch.randint(0, 32000, (8, 256))\n"
+                "    grad = sparse_embedding_grad(ids, torch.ones(8, 256, 512), 32000)\n"
+                "    return (grad.indices().numel() * 8 + grad.values().numel() * 4) / (32000 * 512 * 4)",
+                "draw the ids right after torch.manual_seed(seed), before any other random call (no table needs to "
+                "be built)",
+                "8 bytes per stored index",
             ),
         },
         "q4": {
@@ -647,6 +719,25 @@ PUBLIC_MISTAKES = {
                 "    seconds, roof = _solved(b, s, d, itemsize, staircase, peak)\n"
                 "    return seconds * 1e9 / 2**30, roof",
                 "(and 1 GB/s is 1e9 bytes per second)",
+            ),
+            "the sweep's fastest step, whatever the working set": (
+                "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+                "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+                "    memory = nbytes / (max(g for _, g in staircase) * 1e9)\n"
+                "    compute = 2 * batch * seq * d_model / (peak_gflops * 1e9)\n"
+                "    return (compute, 'compute') if compute > memory else (memory, 'memory')",
+                "at the sweep's fastest rate, 60 GB/s: the rate is the one of the step the working set (25.5 MiB) "
+                "has reached",
+            ),
+            "a strict < at a swept size": (
+                "def time_bound(batch, seq, d_model, itemsize, staircase, peak_gflops):\n"
+                "    nbytes = min_bytes(batch, seq, d_model, itemsize)\n"
+                "    reached = [g for size, g in staircase if size < nbytes]\n"
+                "    memory = nbytes / ((reached[-1] if reached else staircase[0][1]) * 1e9)\n"
+                "    compute = 2 * batch * seq * d_model / (peak_gflops * 1e9)\n"
+                "    return (compute, 'compute') if compute > memory else (memory, 'memory')",
+                "a working set exactly equal to a swept size (4,456,448 bytes) has reached that step: compare sizes "
+                "with <=, not <",
             ),
         },
     },
@@ -698,6 +789,14 @@ def test_public_checks_catch_the_mistakes_learners_make_with_a_message_that_says
 #: Answers that miss one stated requirement, and the points their question then keeps (public and hidden tests
 #: together): each test checks the requirement it is named for, so one miss costs that test's points only.
 ONE_MISS = {
+    "a sparse gradient in .to_sparse()'s layout (one entry per number)": (
+        "06_optimization",
+        "q2",
+        "_solved = sparse_embedding_grad\n"
+        "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
+        "    return _solved(ids, grad_out, vocab_size, padding_idx).to_dense().to_sparse()",
+        1.0,
+    ),
     "float64 ALiBi slopes": (
         "05_rope_alibi",
         "q2",

@@ -423,6 +423,7 @@ def test_limits_are_options_with_clear_errors_and_notes(capsys):
         ("--cpu-time", "600"),
     ):
         assert re.search(rf"{option} \S+ .*?default {default}\b", shown), option
+    assert "name its exercises/ folder (not the course's root) with --root" in shown
     assert main(["grade", "x.ipynb", "--memory", "100M"]) == 2
     assert "must be at least 1G" in capsys.readouterr().err
 
