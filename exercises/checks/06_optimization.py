@@ -184,6 +184,11 @@ def sparse_fraction_for_seeds_1_and_2(sparse_fraction):
     )
 
 
+def _same(seconds, expected):
+    """Whether ``seconds`` is ``expected`` up to round-off (relative 1e-9)."""
+    return abs(seconds / expected - 1) < 1e-9
+
+
 def _bound(out, label):
     """``(seconds, roof)`` from a ``time_bound`` outcome, with the types the question asks for."""
     value = out.ok(label)
@@ -222,11 +227,11 @@ def time_bound_reads_the_working_sets_step(time_bound):
     seconds, roof = _bound(got[0], label)
     assert roof == "memory", f"{label}: 0.25 FLOP/byte against a roof of 100 GFLOP/s is memory-bound"
     # 4 * (2 * 8 * 128 * 512 + 128 * 512) = 4,456,448 bytes (4.25 MiB) lie between the 1 MiB and 16 MiB steps
-    assert abs(seconds / (8.912896e-05 + 1.048576e-05) - 1) > 1e-9, (
+    assert not _same(seconds, (8.912896e-05 + 1.048576e-05)), (
         f"{label} is {seconds!r} s, the memory time plus the compute time (8.912896e-05 + 1.048576e-05 s): the "
         f"bound is the larger of the two roofs, not their sum"
     )
-    assert abs(seconds / 8.912896e-05 - 1) < 1e-9, (
+    assert _same(seconds, 8.912896e-05), (
         f"{label} is {seconds!r} s, expected 4,456,448 bytes at 50 GB/s: the working set (4.25 MiB) has reached "
         f"the 1 MiB step but not the 16 MiB one (and 1 GB/s is 1e9 bytes per second)"
     )
@@ -234,22 +239,22 @@ def time_bound_reads_the_working_sets_step(time_bound):
     label = f"time_bound(8, 512, 768, 4, {THREE_STEPS}, 100.0)"
     seconds, _ = _bound(got[1], label)
     # 26,738,688 bytes (25.5 MiB) lie past the last swept size: its 10 GB/s, not the sweep's fastest 60 GB/s
-    assert abs(seconds / (26_738_688 / 60e9) - 1) > 1e-9, (
+    assert not _same(seconds, (26_738_688 / 60e9)), (
         f"{label} is {seconds!r} s, 26,738,688 bytes at the sweep's fastest rate, 60 GB/s: the rate is the one of the "
         f"step the working set (25.5 MiB) has reached, the largest swept size at most it (here the last, 16 MiB), "
         f"not the fastest"
     )
-    assert abs(seconds / (26_738_688 / 10e9) - 1) < 1e-9, (
+    assert _same(seconds, (26_738_688 / 10e9)), (
         f"{label} is {seconds!r} s, expected 26,738,688 bytes at 10 GB/s = 2.6738688e-03 s: a working set (25.5 "
         f"MiB) larger than every swept size takes the last entry"
     )
     label = f"time_bound(8, 128, 512, 4, {AT_A_STEP}, 100.0)"
     seconds, _ = _bound(got[2], label)
-    assert abs(seconds / (4_456_448 / 50e9) - 1) > 1e-9, (
+    assert not _same(seconds, (4_456_448 / 50e9)), (
         f"{label} is {seconds!r} s, 4,456,448 bytes at the 1 MiB step's 50 GB/s: a working set exactly equal to a "
         f"swept size (4,456,448 bytes) has reached that step: compare sizes with <=, not <"
     )
-    assert abs(seconds / (4_456_448 / 20e9) - 1) < 1e-9, (
+    assert _same(seconds, (4_456_448 / 20e9)), (
         f"{label} is {seconds!r} s, expected 4,456,448 bytes at the 4,456,448-byte step's 20 GB/s = 2.228224e-04 s"
     )
 
@@ -260,17 +265,17 @@ def time_bound_below_the_sweep_and_compute_bound(time_bound):
     label = f"time_bound(1, 4, 8, 4, {TWO_STEPS}, 100.0)"
     seconds, roof = _bound(got[0], label)
     # 4 * (2 * 1 * 4 * 8 + 4 * 8) = 384 bytes, below the first swept size
-    assert abs(seconds / 7.68e-09 - 1) < 1e-9, (
+    assert _same(seconds, 7.68e-09), (
         f"{label} is {seconds!r} s, expected 384 bytes at 50 GB/s = 7.68e-09 s: a working set smaller than every "
         f"swept size takes the first entry"
     )
     label = f"time_bound(8, 128, 512, 4, {TWO_STEPS}, 0.001)"
     seconds, roof = _bound(got[1], label)
     assert roof == "compute", f"{label}: at 0.001 GFLOP/s the compute time is the larger: roof 'compute'"
-    assert abs(seconds / 0.524288 - 1) > 1e-9, (
+    assert not _same(seconds, 0.524288), (
         f"{label} is {seconds!r} s, b * s * d FLOPs: the layer does 2 * b * s * d (a multiply and an add per output "
         f"element)"
     )
-    assert abs(seconds / 1.048576 - 1) < 1e-9, (
+    assert _same(seconds, 1.048576), (
         f"{label} is {seconds!r} s, expected 2 * 8 * 128 * 512 FLOPs at 0.001 GFLOP/s = 1.048576 s, the larger roof"
     )
