@@ -8,7 +8,7 @@ table because a ``(b, s, v)`` one-hot tensor would be ``v`` times larger than th
 Two facts the popular write-ups get wrong, measured in chapters 1 and 2:
 
 * ``nn.Embedding`` initialises its table with N(0, 1), not U(±sqrt(1/d)), and not Xavier.
-* The ``sqrt(d)`` factor of Vaswani et al. most likely belongs with a table of std ``d**-0.5`` that is shared with
+* The ``sqrt(d)`` factor of Vaswani et al. most likely belongs with a table drawn from N(0, 1/d) that is shared with
   the pre-softmax layer (the paper gives no reason; chapter 2 reconstructs it from Tensor2Tensor's and fairseq's
   code): ``sqrt(d) * N(0, 1/d)`` has unit RMS. Applied to an N(0, 1) table it makes token
   vectors ``sqrt(2 d)`` times larger than a sinusoidal position vector (32x at d = 512).
@@ -41,8 +41,8 @@ def init_table_(weight: torch.Tensor, init: str, padding_idx: int | None = None)
     Args:
         weight: the table, ``(v, d)``.
         init: ``"normal"`` is PyTorch's ``nn.Embedding`` default, N(0, 1); ``"xavier_uniform"`` is
-            U(±sqrt(6 / (v + d))); ``"scaled_normal"`` is N(0, d**-0.5), the std Tensor2Tensor and fairseq give a
-            table shared with the output layer.
+            U(±sqrt(6 / (v + d))); ``"scaled_normal"`` is N(0, 1/d) (std ``d**-0.5``), Tensor2Tensor's init
+            for its table shared with the output layer (fairseq uses it too, tied or not).
         padding_idx: row to set to zero after the re-init (any init scheme makes it non-zero otherwise).
 
     Returns:
@@ -72,7 +72,7 @@ class TokenEmbedding(nn.Module):
             attention mask: pad positions still reach attention unless a key padding mask removes them.
         scale: multiply the looked-up vectors by ``sqrt(d_model)``.
         init: ``"normal"`` (N(0, 1), PyTorch's default), ``"xavier_uniform"`` or ``"scaled_normal"``
-            (N(0, d**-0.5)). Default: ``"scaled_normal"`` when ``scale`` is on, so the output has unit RMS,
+            (N(0, 1/d), std ``d**-0.5``). Default: ``"scaled_normal"`` when ``scale`` is on, so the output has unit RMS,
             else ``"normal"``.
         device, dtype: of the table.
         sparse: return a sparse ``(v, d)`` gradient holding only the looked-up rows (as ``nn.Embedding``); for

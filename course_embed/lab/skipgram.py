@@ -3,7 +3,8 @@
 A toy language (:data:`WORD_CLASSES`, :data:`TEMPLATES`, :func:`toy_corpus`), each token with its neighbours
 (:func:`context_windows`), a table trained to predict them (:func:`train_context_table`, seeded, on one CPU thread,
 bit-for-bit repeatable), and how alike its rows are within and between classes (:func:`cosine_matrix`,
-:func:`class_similarity`).
+:func:`class_similarity`, :func:`pair_similarity`). The controls edit a corpus: :func:`shuffled` keeps every count and
+destroys every context, :func:`insert_word` gives chosen words a new neighbour.
 
 Shapes: ``v`` vocabulary, ``d`` width, ``n`` tokens in a corpus.
 """
@@ -128,3 +129,38 @@ def class_similarity(cosines: torch.Tensor, labels: list[int]) -> tuple[float, f
     same = lab[:, None] == lab[None, :]
     off = ~torch.eye(len(lab), dtype=torch.bool)
     return cosines[same & off].mean().item(), cosines[~same].mean().item()
+
+
+def pair_similarity(cosines: torch.Tensor, labels: list[int], first: int, second: int) -> float:
+    """Mean cosine between the rows of class ``first`` and the rows of class ``second`` (``cosines`` ``(k, k)``)."""
+    lab = torch.tensor(labels)
+    if cosines.shape != (len(lab), len(lab)):
+        raise ValueError(f"cosines must be ({len(lab)}, {len(lab)}) for {len(lab)} labels, got {tuple(cosines.shape)}")
+    if first == second or not {first, second} <= set(labels):
+        raise ValueError(f"first and second must be two different classes among the labels, got {first}, {second}")
+    return cosines[lab == first][:, lab == second].mean().item()
+
+
+def shuffled(ids: torch.Tensor, seed: int) -> torch.Tensor:
+    """The tokens of ``ids`` ``(n,)`` in a random order (seeded): every word's count kept, every context destroyed."""
+    return ids[torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))]
+
+
+def insert_word(ids: torch.Tensor, new_id: int, after=(), before=()) -> torch.Tensor:
+    """``ids`` ``(n,)`` with ``new_id`` inserted after every id in ``after`` and before every id in ``before``.
+
+    The result is ``(n + inserted,)``; a word in both sets gets the new token on both sides.
+    """
+    if new_id in set(ids.tolist()):
+        raise ValueError(
+            f"new_id={new_id} already occurs in ids; pick an id outside the corpus (e.g. its vocabulary size)"
+        )
+    after, before = set(after), set(before)
+    tokens = []
+    for token in ids.tolist():
+        if token in before:
+            tokens.append(new_id)
+        tokens.append(token)
+        if token in after:
+            tokens.append(new_id)
+    return torch.tensor(tokens, dtype=ids.dtype)

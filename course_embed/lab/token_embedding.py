@@ -137,6 +137,31 @@ def plot_cosines(panels: dict[str, torch.Tensor], labels: list[str]):
     return fig
 
 
+def plot_seed_dots(panels: dict[str, tuple[str, dict[str, list[float]]]]):
+    """One dot per seed for each run, one panel per question, side by side.
+
+    ``panels`` maps a panel's title to ``(x label, {run label: one value per seed})``; runs are drawn top to bottom in
+    order, each seed a dot on its run's line, so the spread over seeds is what the eye compares. A dotted line marks 0.
+    """
+    if not panels:
+        raise ValueError("panels is empty; pass {title: (x label, {run: values per seed})} for at least one panel")
+    heights = [max(len(runs), 2) for _, runs in panels.values()]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 0.45 * max(heights) + 1.4), squeeze=False)
+    for ax, (title, (xlabel, runs)) in zip(axes[0], panels.items(), strict=True):
+        if not runs:
+            raise ValueError(f"panels[{title!r}] has no runs; give at least one run with its values per seed")
+        for row, (label, values) in enumerate(runs.items()):
+            values = as_series(f"panels[{title!r}][{label!r}]", values)
+            ax.plot(values, [row] * len(values), "o", color="tab:blue", alpha=0.6, markersize=6)
+        ax.axvline(0.0, color="gray", linestyle=":", linewidth=1)
+        ax.set_yticks(range(len(runs)), list(runs), fontsize=8)
+        ax.set_ylim(len(runs) - 0.5, -0.5)  # the first run on top
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def plot_row_gradients(grad_norms, counts, pad_id: int):
     """Bar chart of each row's gradient norm, with how often each id was used; the pad row is marked at 0.
 

@@ -55,3 +55,41 @@ def test_init_std_scales_the_starting_table():
     start = skipgram.train_context_table(ids, len(vocab), 8, steps=0, seed=3)
     scaled = skipgram.train_context_table(ids, len(vocab), 8, steps=0, seed=3, init_std=0.5)
     torch.testing.assert_close(scaled, start * 0.5)
+
+
+def test_pair_similarity_is_the_mean_of_the_cross_block():
+    table = torch.tensor([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [1.0, 1.0]])
+    cos = skipgram.cosine_matrix(table)
+    expected = (cos[0, 2] + cos[0, 3] + cos[1, 2] + cos[1, 3]) / 4
+    assert skipgram.pair_similarity(cos, [0, 0, 1, 1], 0, 1) == pytest.approx(expected.item())
+    with pytest.raises(ValueError, match="two different classes"):
+        skipgram.pair_similarity(cos, [0, 0, 1, 1], 1, 1)
+
+
+def test_shuffled_keeps_the_counts_and_breaks_the_order():
+    ids, _ = skipgram.toy_corpus(300, torch.Generator().manual_seed(0))
+    mixed = skipgram.shuffled(ids, seed=4)
+    assert torch.equal(torch.bincount(mixed), torch.bincount(ids))
+    assert not torch.equal(mixed, ids)
+    assert torch.equal(mixed, skipgram.shuffled(ids, seed=4))
+
+
+def test_insert_word_before_and_after():
+    ids = torch.tensor([5, 1, 2, 1, 3])
+    assert skipgram.insert_word(ids, 9, after={1}).tolist() == [5, 1, 9, 2, 1, 9, 3]
+    assert skipgram.insert_word(ids, 9, before={1, 3}).tolist() == [5, 9, 1, 2, 9, 1, 9, 3]
+    assert skipgram.insert_word(ids, 9, after={2}, before={2}).tolist() == [5, 1, 9, 2, 9, 1, 3]
+    with pytest.raises(ValueError, match="new_id=3"):
+        skipgram.insert_word(ids, 3, after={1})
+
+
+def test_removing_the_shared_contexts_removes_the_food_place_similarity():
+    """The chapter's food-place control in small: new neighbours on both sides of every place separate the two."""
+    ids, vocab = skipgram.toy_corpus(1000, torch.Generator().manual_seed(0))
+    labels = [0] * 6 + [1] * 6 + [2] * 6
+    places = range(12, 18)
+    cross = {}
+    for name, corpus in {"plain": ids, "edited": skipgram.insert_word(ids, len(vocab), places, places)}.items():
+        table = skipgram.train_context_table(corpus, int(corpus.max()) + 1, 16, steps=150, seed=0)
+        cross[name] = skipgram.pair_similarity(skipgram.cosine_matrix(table[:18]), labels, 1, 2)
+    assert cross["plain"] > 0.3 and cross["edited"] < cross["plain"] - 0.2

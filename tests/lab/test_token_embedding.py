@@ -88,6 +88,15 @@ def test_figures_label_their_axes_and_reject_bad_input():
     with pytest.raises(ValueError, match="positive"):
         token_embedding.plot_row_norm_histograms({"a": torch.tensor([0.0, 1.0])}, 16.0, 100, 512)
 
+    runs = {"corpus": [0.4, 0.5, 0.45], "shuffled": [0.0, 0.02, -0.01]}
+    fig = token_embedding.plot_seed_dots({"gap": ("cosine", runs), "one": ("x", {"a": [1.0]})})
+    assert [ax.get_title() for ax in fig.axes] == ["gap", "one"]
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["corpus", "shuffled"]
+    assert fig.axes[0].lines[1].get_xdata().tolist() == [0.0, 0.02, -0.01]  # one dot per seed
+    assert fig.axes[0].get_xlabel() == "cosine"
+    with pytest.raises(ValueError, match="has no runs"):
+        token_embedding.plot_seed_dots({"empty": ("x", {})})
+
     configs = token_embedding.PUBLISHED_CONFIGS
     fig = token_embedding.plot_embedding_share(configs, [0.2, 0.1, 0.3, 0.02])
     assert fig.axes[0].get_xscale() == "log"
