@@ -199,7 +199,7 @@ class RotaryEmbedding(nn.Module):
         device=None,
     ):
         super().__init__()
-        _check_head_dim(head_dim)
+        head_dim = _check_head_dim(head_dim)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if dynamic_rule not in DYNAMIC_RULES:
@@ -315,8 +315,8 @@ class RotaryEmbedding(nn.Module):
         ids = position_ids[None] if position_ids.dim() == 1 else position_ids
         if ids.dim() != 2 or ids.shape[1] != s or ids.shape[0] not in (1, b):
             message = (
-                f"position_ids of shape {tuple(position_ids.shape)} do not match x of shape {tuple(x.shape)}: they "
-                f"must be (batch, seq) = ({b}, {s}) or (1, {s}); x is (batch, heads, seq, head_dim)"
+                f"position_ids of shape {tuple(position_ids.shape)} do not match x of shape {tuple(x.shape)}: pass "
+                f"one position per token, (batch, seq) = ({b}, {s}) or (1, {s}); x is (batch, heads, seq, head_dim)"
             )
             if ids.shape[-1] == x.shape[1]:
                 message += ", and yours looks (batch, seq, heads, head_dim): use x.transpose(1, 2)"

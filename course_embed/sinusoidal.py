@@ -34,7 +34,7 @@ def inverse_frequencies(d_model: int, base: float = 10000.0, *, device=None, dty
             f"d_model must be a positive even number (sin/cos come in pairs), got {d_model}; "
             f"use {d_model + 1 if d_model % 2 else 2}"
         )
-    base = check_number(base, "base", above=1.0)
+    base = check_number(base, "base", above=1.0, fix="use 10000, the original model's base")
     exponents = torch.arange(0, d_model, 2, device=device, dtype=dtype) / d_model
     return base**-exponents
 
@@ -101,6 +101,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0, device=None):
         super().__init__()
         check_device_dtype(device)
+        max_len = check_size(max_len, "max_len", minimum=0)
         self.d_model, self.base = d_model, base
         self.register_buffer("table", sinusoidal_table(max_len, d_model, base, device=device), persistent=False)
         self._casts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (dtype, device) -> (source, cast)

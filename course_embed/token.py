@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .checks import check_device_dtype, check_ids
+from .checks import check_device_dtype, check_ids, check_int, check_size
 
 Init = Literal["normal", "xavier_uniform", "scaled_normal"]
 INITS: tuple[str, ...] = ("normal", "xavier_uniform", "scaled_normal")
@@ -98,10 +98,8 @@ class TokenEmbedding(nn.Module):
         sparse: bool = False,
     ):
         super().__init__()
-        if vocab_size < 1:
-            raise ValueError(f"vocab_size must be a positive integer, got {vocab_size}")
-        if d_model < 1:
-            raise ValueError(f"d_model must be a positive integer, got {d_model}")
+        vocab_size, d_model = check_size(vocab_size, "vocab_size"), check_size(d_model, "d_model")
+        padding_idx = None if padding_idx is None else check_int(padding_idx, "padding_idx")
         if padding_idx is not None and not 0 <= padding_idx < vocab_size:
             raise ValueError(
                 f"padding_idx={padding_idx} is outside the vocabulary [0, {vocab_size}); "
