@@ -237,3 +237,27 @@ def check_device_dtype(device=None, dtype=None) -> None:
         )
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device={str(device)!r} but MPS is not available here; use device='cpu'")
+
+
+class Fixed:
+    """A construction argument a module is built from (a table's shape, RoPE's frequencies): readable as an
+    attribute, set once by :func:`fix`, and assigning it later raises an ``AttributeError`` saying to build a new
+    module, instead of leaving the module built from the old value while ``repr`` shows the new one."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, module, owner=None):
+        return self if module is None else module.__dict__["_fixed"][self.name]
+
+    def __set__(self, module, value) -> None:
+        kind = type(module).__name__
+        raise AttributeError(
+            f"{kind}.{self.name} is fixed at construction (the module is built from it), so assigning {value!r} "
+            f"would not rebuild it; build a new {kind} with {self.name}={value!r}"
+        )
+
+
+def fix(module, **values) -> None:
+    """Set the :class:`Fixed` attributes ``values`` of ``module`` (at construction, or by a method that rebuilds)."""
+    module.__dict__.setdefault("_fixed", {}).update(values)

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_batch_ids, check_device_dtype, check_ids, check_offset, check_positions
+from .checks import Fixed, check_batch_ids, check_device_dtype, check_ids, check_offset, check_positions, fix
 from .learned import LearnedPositionalEmbedding
 from .sinusoidal import SinusoidalPositionalEncoding
 from .token import Init, TokenEmbedding
@@ -63,6 +63,10 @@ class TransformerEmbedding(nn.Module):
     Shapes:
         ``forward(ids, offset)``: ids ``(b, s)`` -> ``(b, s, d)``; positions are ``offset .. offset + s - 1``.
     """
+
+    d_model = Fixed()
+    position = Fixed()
+    fusion = Fixed()
 
     def __init__(
         self,
@@ -114,7 +118,8 @@ class TransformerEmbedding(nn.Module):
                 f"d_position must be even for sinusoidal positions (sin/cos come in pairs), got {d_position}; use "
                 f"{d_position - 1} or {d_position + 1}"
             )
-        self.d_model, self.position, self.fusion, self.compile = d_model, position, fusion, compile
+        fix(self, d_model=d_model, position=position, fusion=fusion)
+        self.compile = compile
         self.token = TokenEmbedding(
             vocab_size,
             d_model if fusion == "add" else d_model - d_position,

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_batch_ids, check_device_dtype, check_ids, check_size
+from .checks import Fixed, check_batch_ids, check_device_dtype, check_ids, check_size, fix
 from .token import Init, init_table_
 
 
@@ -50,6 +50,9 @@ class MultilingualEmbedding(nn.Module):
 
     offsets: torch.Tensor
     sizes: torch.Tensor
+    languages = Fixed()
+    d_model = Fixed()
+    padding_idx = Fixed()
 
     def __init__(
         self,
@@ -80,8 +83,8 @@ class MultilingualEmbedding(nn.Module):
                 f"padding_idx={padding_idx} must be a local id present in every language, i.e. in "
                 f"[0, {smallest}) for these vocabularies; use e.g. 0, or None for no pad token"
             )
-        self.languages = tuple(vocab_sizes)
-        self.d_model, self.padding_idx, self.scale = d_model, padding_idx, scale
+        fix(self, languages=tuple(vocab_sizes), d_model=d_model, padding_idx=padding_idx)
+        self.scale = scale
         self.init = init or ("scaled_normal" if scale else "normal")
         sizes = torch.tensor([vocab_sizes[lang] for lang in self.languages], device=device)
         self.register_buffer("sizes", sizes, persistent=False)

@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from .checks import check_device_dtype, check_size
+from .checks import Fixed, check_device_dtype, check_size, fix
 
 
 def _check_buckets(num_buckets: int, max_distance: int, bidirectional: bool) -> None:
@@ -83,6 +83,9 @@ class RelativePositionBias(nn.Module):
         ``query_len = 1`` and the cache length plus one as ``key_len``.
     """
 
+    num_heads = Fixed()
+    num_buckets = Fixed()
+
     def __init__(
         self,
         num_heads: int,
@@ -97,7 +100,7 @@ class RelativePositionBias(nn.Module):
         check_device_dtype(device, dtype)
         num_heads = check_size(num_heads, "num_heads")
         _check_buckets(num_buckets, max_distance, bidirectional)
-        self.num_heads, self.num_buckets = num_heads, num_buckets
+        fix(self, num_heads=num_heads, num_buckets=num_buckets)
         self.max_distance, self.bidirectional = max_distance, bidirectional
         self.weight = nn.Parameter(torch.empty(num_buckets, num_heads, device=device, dtype=dtype))
         nn.init.normal_(self.weight, 0.0, init_std)

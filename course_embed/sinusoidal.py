@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_device_dtype, check_features, check_number, check_offset, check_size
+from .checks import Fixed, check_device_dtype, check_features, check_number, check_offset, check_size, fix
 
 
 def _angle_dtype(device: torch.device) -> torch.dtype:
@@ -97,12 +97,14 @@ class SinusoidalPositionalEncoding(nn.Module):
     """
 
     table: torch.Tensor
+    d_model = Fixed()
+    base = Fixed()
 
     def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0, device=None):
         super().__init__()
         check_device_dtype(device)
         max_len = check_size(max_len, "max_len", minimum=0)
-        self.d_model, self.base = d_model, base
+        fix(self, d_model=d_model, base=base)
         self.register_buffer("table", sinusoidal_table(max_len, d_model, base, device=device), persistent=False)
         self._casts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (dtype, device) -> (source, cast)
 

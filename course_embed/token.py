@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .checks import check_device_dtype, check_ids, check_int, check_size
+from .checks import Fixed, check_device_dtype, check_ids, check_int, check_size, fix
 
 Init = Literal["normal", "xavier_uniform", "scaled_normal"]
 INITS: tuple[str, ...] = ("normal", "xavier_uniform", "scaled_normal")
@@ -86,6 +86,9 @@ class TokenEmbedding(nn.Module):
     Reference: ``torch.nn.functional.embedding`` (tests compare against it and against ``one_hot(ids) @ W``).
     """
 
+    vocab_size = Fixed()
+    d_model = Fixed()
+
     def __init__(
         self,
         vocab_size: int,
@@ -106,7 +109,7 @@ class TokenEmbedding(nn.Module):
                 f"use an id in that range (e.g. 0), or None for no pad token"
             )
         check_device_dtype(device, dtype)
-        self.vocab_size, self.d_model = vocab_size, d_model
+        fix(self, vocab_size=vocab_size, d_model=d_model)
         self.padding_idx, self.scale, self.sparse = padding_idx, scale, sparse
         self.init = init or ("scaled_normal" if scale else "normal")
         self.weight = nn.Parameter(torch.empty(vocab_size, d_model, device=device, dtype=dtype))
