@@ -109,7 +109,9 @@ class SinusoidalPositionalEncoding(nn.Module):
         self._casts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (dtype, device) -> (source, cast)
 
     def reset_parameters(self) -> None:
-        """Recompute the table from float64 angles, in its dtype on its device (after ``to_empty``: deferred init)."""
+        """Recompute the table from float64 angles, in its dtype on its device (after ``to_empty``: deferred init),
+        and drop the casts of the old one."""
+        self._casts.clear()
         rows, dtype, device = self.table.shape[0], self.table.dtype, self.table.device
         if device.type != "meta":
             self.table = sinusoidal_table(rows, self.d_model, self.base, dtype=dtype, device=device)
