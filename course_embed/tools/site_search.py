@@ -62,18 +62,27 @@ class SearchChineseTerms(SearchChinese):
 # Runs on the search page before Sphinx's search starts (DOMContentLoaded, registered before searchtools.js's own).
 SEARCH_JS = r"""document.addEventListener("DOMContentLoaded", () => {
   const CJK = /[\u3400-\u9fff]/;
-  const known = (word) => Object.hasOwn(Search._index.terms, word) || Object.hasOwn(Search._index.titleterms, word);
-  // A Chinese query word that the index lacks is looked up as the longest index words it is made of, left to right.
+  const known = (word) => {
+    const term = word.toLowerCase();  // the index holds its terms in lower case (KV缓存 as kv缓存)
+    return Object.hasOwn(Search._index.terms, term) || Object.hasOwn(Search._index.titleterms, term);
+  };
+  // A Chinese query that the index holds as one word once its spaces go (动态 NTK, √d 缩放, as the glossary writes
+  // them) is that word; otherwise a Chinese query word that the index lacks is looked up as the longest index words it
+  // is made of, left to right.
   const splitWords = splitQuery;
-  splitQuery = (query) => splitWords(query).flatMap((word) => {
-    if (!Search._index || !CJK.test(word) || known(word)) return [word];
-    const parts = [];
-    for (let start = 0, end; start < word.length; start = end) {
-      for (end = word.length; end > start + 1 && !known(word.slice(start, end)); end--);
-      if (end > start + 1) parts.push(word.slice(start, end));
-    }
-    return parts.length ? parts : [word];
-  });
+  splitQuery = (query) => {
+    const whole = query.replace(/\s+/g, "");
+    if (Search._index && CJK.test(whole) && known(whole)) return [whole];
+    return splitWords(query).flatMap((word) => {
+      if (!Search._index || !CJK.test(word) || known(word)) return [word];
+      const parts = [];
+      for (let start = 0, end; start < word.length; start = end) {
+        for (end = word.length; end > start + 1 && !known(word.slice(start, end)); end--);
+        if (end > start + 1) parts.push(word.slice(start, end));
+      }
+      return parts.length ? parts : [word];
+    });
+  };
 
   // A hit shows the sentence of the page's prose that holds the most query words, its mathematics typeset.
   const BLOCKS = "p, li, dt, dd, td, th, h1, h2, h3, h4, h5, h6, figcaption, caption";
