@@ -129,7 +129,13 @@ def test_the_chinese_search_finds_every_page_that_uses_each_search_word(built_si
 
 def test_each_hit_shows_a_sentence_with_the_query_and_no_raw_tex(built_site, site_url, chromium):
     context = chromium.new_context()
-    for edition, query, word in (("", "rotation", "rotat"), ("zh/", "旋转", "旋转"), ("", "sqrt", "")):
+    # "rotary" is indexed by its stem, "rotari", which no sentence holds
+    for edition, query, word in (
+        ("", "rotation", "rotat"),
+        ("", "rotary", "rotary"),
+        ("zh/", "旋转", "旋转"),
+        ("", "sqrt", ""),
+    ):
         hits = _hits(context, f"{site_url}{edition}", query)
         assert hits, query
         for hit in hits:
