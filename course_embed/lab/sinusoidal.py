@@ -420,7 +420,7 @@ def plot_unseen_angles(train_len: int = 512, test_len: int = 2048, d_model: int 
     ax.set_xlabel("pair index i (dimensions 2i, 2i + 1; 0 = fastest)")
     ax.set_ylabel("largest angle gap (rad)")
     ax.set_title(
-        f"positions {train_len}-{test_len - 1} put slow pairs at angles never seen in positions 0-{train_len - 1}",
+        f"how far positions {train_len}-{test_len - 1} take each pair from its angles in positions 0-{train_len - 1}",
         fontsize=10,
     )
     fig.tight_layout()
