@@ -239,6 +239,74 @@ def check_device_dtype(device=None, dtype=None) -> None:
         raise ValueError(f"device={str(device)!r} but MPS is not available here; use device='cpu'")
 
 
+def check_heads(x: torch.Tensor, head_dim: int, name: str = "x", tokens: int | None = None) -> None:
+    """Raise unless ``x`` is a floating ``(b, h, s, head_dim)`` tensor (of ``tokens`` positions, when given)."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        kind = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(
+            f"{name}: RoPE rotates floating-point queries/keys of shape (batch, heads, seq, head_dim), got "
+            f"{kind}; pass {name}.float() if it holds activations"
+        )
+    if x.dim() != 4 or x.shape[-1] != head_dim:
+        raise ValueError(
+            f"{name} must have shape (batch, heads, seq, head_dim={head_dim}), got {tuple(x.shape)}; "
+            f"from (batch, seq, heads, head_dim) use {name}.transpose(1, 2)"
+        )
+    if tokens is not None and x.shape[-2] != tokens:
+        raise ValueError(
+            f"q and k must cover the same positions, got {tokens} and {x.shape[-2]} tokens in dim 2 (they are "
+            f"(batch, heads, seq, head_dim)); rotate new keys before appending them to the cache, or if yours "
+            f"are (batch, seq, heads, head_dim) use .transpose(1, 2)"
+        )
+
+
+def rope_positions(x: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """The checked positions of a RoPE call on ``x`` ``(b, h, s, h_d)``: ``(b, s)`` or ``(1, s)`` int64 on its
+    device, from ``offset`` (an integer, or a ``(b,)`` tensor of per-sequence starts) or ``position_ids``."""
+    b, s = x.shape[0], x.shape[-2]
+    if isinstance(offset, torch.Tensor) and offset.dim() == 1:
+        if position_ids is not None:
+            raise ValueError("give per-sequence positions once: a 1-d offset or position_ids, not both")
+        if offset.shape[0] not in (1, b) or offset.is_floating_point():
+            raise ValueError(
+                f"a 1-d offset holds one start per sequence: shape ({b},) of integers for a batch of {b}, got "
+                f"shape {tuple(offset.shape)} and dtype {offset.dtype}; pass an int for one start for all"
+            )
+        return check_positions_nonnegative(offset[:, None].to(x.device) + torch.arange(s, device=x.device))
+    if position_ids is None:
+        start = check_offset(offset)
+        return torch.arange(start, start + s, device=x.device)[None]
+    if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point():
+        raise TypeError(
+            f"position_ids must be an integer tensor of shape (batch, seq), e.g. mask.cumsum(-1) - 1, got "
+            f"{getattr(position_ids, 'dtype', type(position_ids).__name__)}"
+        )
+    if check_offset(offset) != 0:
+        raise ValueError("give positions once: offset or position_ids, not both (add the offset to the ids)")
+    ids = position_ids[None] if position_ids.dim() == 1 else position_ids
+    if ids.dim() != 2 or ids.shape[1] != s or ids.shape[0] not in (1, b):
+        message = (
+            f"position_ids of shape {tuple(position_ids.shape)} do not match x of shape {tuple(x.shape)}: pass "
+            f"one position per token, (batch, seq) = ({b}, {s}) or (1, {s}); x is (batch, heads, seq, head_dim)"
+        )
+        if ids.shape[-1] == x.shape[1]:
+            message += ", and yours looks (batch, seq, heads, head_dim): use x.transpose(1, 2)"
+        raise ValueError(message)
+    return check_positions_nonnegative(ids.to(device=x.device, dtype=torch.long))
+
+
+def check_positions_nonnegative(positions: torch.Tensor) -> torch.Tensor:
+    """``positions`` ``(b, s)``, checked to be >= 0: on the host for CPU tensors, on the device otherwise (no sync)."""
+    if positions.numel() == 0 or positions.device.type == "meta":
+        return positions
+    message = "position_ids must be >= 0; clamp the pad positions, e.g. position_ids.clamp(min=0)"
+    if positions.device.type != "cpu" or torch.compiler.is_compiling():
+        torch._assert_async(positions.min() >= 0, message)
+    elif int(positions.min()) < 0:
+        raise ValueError(f"{message} (got {int(positions.min())})")
+    return positions
+
+
 class Fixed:
     """A construction argument a module is built from (a table's shape, RoPE's frequencies): readable as an
     attribute, set once by :func:`fix`, and assigning it later raises an ``AttributeError`` saying to build a new

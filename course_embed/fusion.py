@@ -26,13 +26,12 @@ import functools
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .checks import Fixed, check_batch_ids, check_device_dtype, check_ids, check_offset, check_positions, fix
 from .learned import LearnedPositionalEmbedding
 from .sinusoidal import SinusoidalPositionalEncoding
-from .token import Init, TokenEmbedding
+from .token import Init, TokenEmbedding, lookup_add_reference
 
 POSITIONS = ("sinusoidal", "learned", None)
 FUSIONS = ("add", "concat")
@@ -168,19 +167,6 @@ class TransformerEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"position={self.position!r}, fusion={self.fusion!r}" + (", compile=True" if self.compile else "")
-
-
-def lookup_add_reference(
-    ids: torch.Tensor, weight: torch.Tensor, pe: torch.Tensor, scale: float, padding_idx: int | None = None
-) -> torch.Tensor:
-    """The textbook input layer ``W[ids] * scale + pe``.
-
-    ids ``(b, s)``, weight ``(v, d)``, pe ``(s, d)`` -> ``(b, s, d)``.
-
-    Eager, it makes three passes and allocates three ``(b, s, d)`` tensors; ``torch.compile`` turns it into one
-    loop that reads each row once and writes each output once (``compile=True``).
-    """
-    return F.embedding(ids, weight, padding_idx) * scale + pe
 
 
 @functools.cache

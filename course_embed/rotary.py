@@ -34,7 +34,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from .checks import Fixed, check_device_dtype, check_offset, fix
+from .checks import Fixed, check_device_dtype, check_heads, check_positions_nonnegative, fix, rope_positions
 from .rope_config import ROPE_SCALINGS, check_rope_scaling, rope_kwargs, rotary_dims
 from .rope_scaling import (  # re-exported: `rotary` is the one module to read about RoPE
     _check_head_dim,
@@ -91,9 +91,10 @@ def layout_permutation(head_dim: int) -> torch.Tensor:
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
     """Rotate the first ``r = 2p`` dims of ``x`` ``(b, h, s, h_d)`` pair by pair; the rest pass through.
 
-    ``cos`` and ``sin`` ``(b, 1, s, p)`` (or broadcastable) are those of the angles ``m theta_i``, in ``x``'s dtype.
+    ``cos`` and ``sin`` ``(b, 1, s, p)`` (or broadcastable) are those of the angles ``m theta_i``; they are cast to
+    ``x``'s dtype and device.
     """
-    p = cos.shape[-1]
+    cos, sin, p = cos.to(x), sin.to(x), cos.shape[-1]
     if layout == "interleaved":
         x1, x2 = x[..., 0 : 2 * p : 2], x[..., 1 : 2 * p : 2]  # (b, h, s, p) each: dims 2i and 2i + 1
         rotated = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
@@ -274,40 +275,6 @@ class RotaryEmbedding(nn.Module):
         exponents = torch.arange(0, r, 2, device=self.inv_freq.device, dtype=self.inv_freq.dtype) / r
         return base**-exponents
 
-    def positions(self, x: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The checked positions of a call on ``x`` ``(b, h, s, h_d)``: ``(b, s)`` or ``(1, s)`` int64 on its
-        device, from ``offset`` (an integer, or a ``(b,)`` tensor of per-sequence starts) or ``position_ids``."""
-        b, s = x.shape[0], x.shape[-2]
-        if isinstance(offset, torch.Tensor) and offset.dim() == 1:
-            if position_ids is not None:
-                raise ValueError("give per-sequence positions once: a 1-d offset or position_ids, not both")
-            if offset.shape[0] not in (1, b) or offset.is_floating_point():
-                raise ValueError(
-                    f"a 1-d offset holds one start per sequence: shape ({b},) of integers for a batch of {b}, got "
-                    f"shape {tuple(offset.shape)} and dtype {offset.dtype}; pass an int for one start for all"
-                )
-            return _checked(offset[:, None].to(x.device) + torch.arange(s, device=x.device))
-        if position_ids is None:
-            start = check_offset(offset)
-            return torch.arange(start, start + s, device=x.device)[None]
-        if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point():
-            raise TypeError(
-                f"position_ids must be an integer tensor of shape (batch, seq), e.g. mask.cumsum(-1) - 1, got "
-                f"{getattr(position_ids, 'dtype', type(position_ids).__name__)}"
-            )
-        if check_offset(offset) != 0:
-            raise ValueError("give positions once: offset or position_ids, not both (add the offset to the ids)")
-        ids = position_ids[None] if position_ids.dim() == 1 else position_ids
-        if ids.dim() != 2 or ids.shape[1] != s or ids.shape[0] not in (1, b):
-            message = (
-                f"position_ids of shape {tuple(position_ids.shape)} do not match x of shape {tuple(x.shape)}: pass "
-                f"one position per token, (batch, seq) = ({b}, {s}) or (1, {s}); x is (batch, heads, seq, head_dim)"
-            )
-            if ids.shape[-1] == x.shape[1]:
-                message += ", and yours looks (batch, seq, heads, head_dim): use x.transpose(1, 2)"
-            raise ValueError(message)
-        return _checked(ids.to(device=x.device, dtype=torch.long))
-
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
         """cos and sin (times the attention factor) of the angles at ``positions`` ``(b, s)``: ``(b, 1, s, p)``
         each in ``dtype``, from float64 angles rounded once to float32 (then to a narrower dtype)."""
@@ -321,27 +288,18 @@ class RotaryEmbedding(nn.Module):
     def rotate(self, x: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Rotate ``x`` ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1`` (or ``position_ids``
         ``(b, s)``); returns ``(b, h, s, h_d)``."""
-        self._check(x)
-        return apply_rotary(x, *self.cos_sin(self.positions(x, offset, position_ids), x.dtype), self.layout)
+        check_heads(x, self.head_dim)
+        return apply_rotary(x, *self.cos_sin(rope_positions(x, offset, position_ids), x.dtype), self.layout)
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotate queries and keys ``(b, h, s, h_d)`` at the same positions (see the class docstring)."""
-        self._check(q, "q")
-        self._check(k, "k")
-        if q.shape[-2] != k.shape[-2]:
-            message = (
-                f"q and k must cover the same positions, got {q.shape[-2]} and {k.shape[-2]} tokens in dim 2 "
-                f"(q and k are (batch, heads, seq, head_dim)); rotate new keys before appending them to the cache"
-            )
-            if q.shape[1] == k.shape[1]:
-                message += ", or if yours are (batch, seq, heads, head_dim) use .transpose(1, 2)"
-            raise ValueError(message)
-        positions = self.positions(q, offset, position_ids)
-        cos, sin = self.cos_sin(positions, q.dtype)
-        if k.dtype != q.dtype or k.device != q.device:
-            return apply_rotary(q, cos, sin, self.layout), self.rotate(k, offset, position_ids)
+        """Rotate queries ``(b, h_q, s, h_d)`` and keys ``(b, h_k, s, h_d)`` at the same positions (see the class
+        docstring). cos and sin are computed once, in float64 if q or k is float64, else in float32."""
+        check_heads(q, self.head_dim, "q")
+        check_heads(k, self.head_dim, "k", tokens=q.shape[-2])
+        wide = torch.float64 if torch.float64 in (q.dtype, k.dtype) else torch.float32
+        cos, sin = self.cos_sin(rope_positions(q, offset, position_ids), wide)  # (b, 1, s, p) each
         return apply_rotary(q, cos, sin, self.layout), apply_rotary(k, cos, sin, self.layout)
 
     def for_transformers(self) -> TransformersRotary:
@@ -357,36 +315,11 @@ class RotaryEmbedding(nn.Module):
             )
         return TransformersRotary(self)
 
-    def _check(self, x: torch.Tensor, name: str = "x") -> None:
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            kind = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-            raise TypeError(
-                f"{name}: RoPE rotates floating-point queries/keys of shape (batch, heads, seq, head_dim), got "
-                f"{kind}; pass {name}.float() if it holds activations"
-            )
-        if x.dim() != 4 or x.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"{name} must have shape (batch, heads, seq, head_dim={self.head_dim}), got {tuple(x.shape)}; "
-                f"from (batch, seq, heads, head_dim) use {name}.transpose(1, 2)"
-            )
-
     def extra_repr(self) -> str:
         partial = f", rotary_dim={self.rotary_dim}" if self.rotary_dim != self.head_dim else ""
         return (
             f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, scaling={self.rope_type!r}{partial}"
         )
-
-
-def _checked(positions: torch.Tensor) -> torch.Tensor:
-    """``positions`` ``(b, s)``, checked to be >= 0: on the host for CPU tensors, on the device otherwise (no sync)."""
-    if positions.numel() == 0 or positions.device.type == "meta":
-        return positions
-    message = "position_ids must be >= 0; clamp the pad positions, e.g. position_ids.clamp(min=0)"
-    if positions.device.type != "cpu" or torch.compiler.is_compiling():
-        torch._assert_async(positions.min() >= 0, message)
-    elif int(positions.min()) < 0:
-        raise ValueError(f"{message} (got {int(positions.min())})")
-    return positions
 
 
 class TransformersRotary(nn.Module):
@@ -403,6 +336,6 @@ class TransformersRotary(nn.Module):
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
         """``kwargs`` (such as ``layer_type``) are accepted for transformers' call signature and not used."""
-        positions = _checked(position_ids.to(device=x.device, dtype=torch.long))
+        positions = check_positions_nonnegative(position_ids.to(device=x.device, dtype=torch.long))
         cos, sin = self.rope.cos_sin(positions, x.dtype)
         return torch.cat((cos, cos), dim=-1)[:, 0], torch.cat((sin, sin), dim=-1)[:, 0]

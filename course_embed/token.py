@@ -161,7 +161,7 @@ class TokenEmbedding(nn.Module):
                 f"pass position rows of shape (seq, d_model) = {shape[-2:]}"
             )
         if torch.compiler.is_compiling():  # traced: the textbook expression, which the compiler fuses itself
-            return F.embedding(ids, self.weight, self.padding_idx, sparse=self.sparse) * self.multiplier + addend
+            return lookup_add_reference(ids, self.weight, addend, self.multiplier, self.padding_idx, self.sparse)
         if torch.is_grad_enabled() and (self.weight.requires_grad or addend.requires_grad):
             return _LookupAdd.apply(ids, self.weight, addend, self.multiplier, self.padding_idx, self.sparse)
         return _lookup_add(ids, self.weight, addend, self.multiplier, self.padding_idx)  # inference: no graph
@@ -172,6 +172,24 @@ class TokenEmbedding(nn.Module):
             f"{self.vocab_size}, {self.d_model}, padding_idx={self.padding_idx}, scale={self.scale}, "
             f"init={self.init!r}{sparse}"
         )
+
+
+def lookup_add_reference(
+    ids: torch.Tensor,
+    weight: torch.Tensor,
+    pe: torch.Tensor,
+    scale: float,
+    padding_idx: int | None = None,
+    sparse: bool = False,
+) -> torch.Tensor:
+    """The textbook input layer ``W[ids] * scale + pe``, the one place the formula is written out.
+
+    ids ``(b, s)``, weight ``(v, d)``, pe ``(s, d)`` -> ``(b, s, d)``.
+
+    Eager, it makes three passes and allocates three ``(b, s, d)`` tensors; ``torch.compile`` turns it into one
+    loop that reads each row once and writes each output once (``compile=True``, and any compiled model).
+    """
+    return F.embedding(ids, weight, padding_idx, sparse=sparse) * scale + pe
 
 
 def _lookup_add(
