@@ -318,6 +318,29 @@ def plot_sums(sums: dict[str, torch.Tensor]):
     return fig
 
 
+def _draw_curves(ax, curves: dict[str, list[list[float]]], every: int, log_v: float) -> None:
+    for k, (label, runs) in enumerate(curves.items()):
+        lengths = {len(r) for r in runs}
+        if not runs or len(lengths) != 1:
+            raise ValueError(f"curves[{label!r}] must hold runs of equal length, got lengths {lengths}")
+        values = torch.tensor(runs, dtype=torch.float64)  # (seeds, points)
+        steps = [every * i for i in range(values.shape[1])]
+        (line,) = ax.plot(  # a colour, a marker and a dash pattern of its own: equal curves stay visible
+            steps,
+            values.mean(0).tolist(),
+            color=f"C{k % 10}",
+            marker="osv^DPX*"[k % 8],
+            markersize=4,
+            label=label,
+            linestyle=("-", "--", ":", "-.")[k % 4],
+        )
+        low, high = values.min(0).values.tolist(), values.max(0).values.tolist()
+        ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.2)
+    ax.axhline(log_v, color="gray", linestyle="--", linewidth=1, label="uniform guess, log V")
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+
+
 def plot_training(curves: dict[str, list[list[float]]], every: int, log_v: float):
     """Held-out loss against training steps: one line per setting (mean over seeds), a band from min to max.
 
@@ -330,27 +353,24 @@ def plot_training(curves: dict[str, list[list[float]]], every: int, log_v: float
     if not curves:
         raise ValueError("curves is empty; pass {label: [losses per seed]} for at least one setting")
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
-    for k, (label, runs) in enumerate(curves.items()):
-        lengths = {len(r) for r in runs}
-        if not runs or len(lengths) != 1:
-            raise ValueError(f"curves[{label!r}] must hold runs of equal length, got lengths {lengths}")
-        values = torch.tensor(runs, dtype=torch.float64)  # (seeds, points)
-        steps = [every * i for i in range(values.shape[1])]
-        (line,) = ax.plot(  # a colour, a marker and a dash pattern of its own: equal curves stay visible
-            steps,
-            values.mean(0),
-            color=f"C{k % 10}",
-            marker="osv^DPX*"[k % 8],
-            markersize=4,
-            label=label,
-            linestyle=("-", "--", ":", "-.")[k % 4],
-        )
-        ax.fill_between(steps, values.min(0).values, values.max(0).values, color=line.get_color(), alpha=0.2)
-    ax.axhline(log_v, color="gray", linestyle="--", linewidth=1, label="uniform guess, log V")
-    ax.set_yscale("log")
-    ax.set_xlabel("training step")
+    _draw_curves(ax, curves, every, log_v)
     ax.set_ylabel("held-out cross-entropy")
     ax.set_title("Tiny models trained on a task that needs the position")
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
+def plot_training_panels(panels: dict[str, tuple[int, dict[str, list[list[float]]]]], log_v: float):
+    """Like :func:`plot_training`, one panel per entry of ``panels`` (title -> ``(every, curves)``), side by side
+    with a shared y axis and each panel's legend below it."""
+    if not panels or not all(curves for _, curves in panels.values()):
+        raise ValueError("panels must map each title to (every, a non-empty {label: [losses per seed]})")
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.8), sharey=True, squeeze=False)
+    for ax, (title, (every, curves)) in zip(axes[0], panels.items(), strict=True):
+        _draw_curves(ax, curves, every, log_v)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    axes[0, 0].set_ylabel("held-out cross-entropy")
     fig.tight_layout()
     return fig

@@ -31,7 +31,11 @@ class Setting:
 
     ``init``: the table's init (``"normal"``, ``"xavier_uniform"``, ``"scaled_normal"``); ``scale``: multiply the
     lookup by ``sqrt(d)``; ``tied``: the output layer reuses the table; ``pre_norm``: pre-LN instead of post-LN;
-    ``pe_scale``: multiply the sinusoidal table by this (a control that restores the token/position ratio).
+    ``pe_scale``: multiply the sinusoidal table by this (a control that restores the token/position ratio);
+    ``cool``: divide the attention scores by this (a control that de-saturates the first softmax);
+    ``tau``: divide the logits by this temperature (a control that shrinks the own-row logit);
+    ``copy_head``: untied, with the head initialised as a copy of the table (the tied model's starting logits,
+    its own gradients).
     """
 
     init: str
@@ -39,6 +43,15 @@ class Setting:
     tied: bool = True
     pre_norm: bool = False
     pe_scale: float = 1.0
+    cool: float = 1.0
+    tau: float = 1.0
+    copy_head: bool = False
+
+    def __post_init__(self):
+        if self.copy_head and self.tied:
+            raise ValueError("copy_head=True needs tied=False: a tied model's head is the table itself")
+        if self.cool <= 0 or self.tau <= 0 or self.pe_scale <= 0:
+            raise ValueError(f"cool, tau and pe_scale must be positive, got {self.cool}, {self.tau}, {self.pe_scale}")
 
 
 def reverse_batch(batch: int, seq: int, vocab_size: int, generator: torch.Generator):
@@ -58,6 +71,7 @@ class TinyTransformer(nn.Module):
     ``h = LN(x + attn(x))``; pre-LN normalises the attention's input and then the output,
     ``h = LN_f(x + attn(LN(x)))``, so the embedding's scale is carried along the residual stream. Tied: the
     logits are ``h @ W.T`` with the embedding's own table ``W``; untied: a separate ``nn.Linear(d, v)``.
+    The controls of :class:`Setting` divide the scores by ``cool`` and the logits by ``tau``.
     """
 
     def __init__(self, vocab_size: int, d_model: int, seq: int, setting: Setting):
@@ -68,14 +82,18 @@ class TinyTransformer(nn.Module):
         self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
         self.norm, self.final_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.head = None if setting.tied else nn.Linear(d_model, vocab_size, bias=False)
+        if setting.copy_head:
+            with torch.no_grad():
+                self.head.weight.copy_(self.embed.weight)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.embed(ids) + self.pe[: ids.shape[1]]  # (b, s, d)
         h = self.norm(x) if self.setting.pre_norm else x
         q, k, v = self.qkv(h).chunk(3, dim=-1)
-        x = x + self.out(F.scaled_dot_product_attention(q, k, v))
+        x = x + self.out(F.scaled_dot_product_attention(q / self.setting.cool, k, v))
         h = self.final_norm(x) if self.setting.pre_norm else self.norm(x)
-        return h @ (self.embed.weight if self.head is None else self.head.weight).T  # (b, s, v)
+        head = self.embed.weight if self.head is None else self.head.weight
+        return h @ head.T / self.setting.tau  # (b, s, v)
 
 
 def _batched_logits(
@@ -85,11 +103,14 @@ def _batched_logits(
     factor: torch.Tensor,
     pre: torch.Tensor,
     tied: torch.Tensor,
+    cool: torch.Tensor,
+    tau: torch.Tensor,
 ) -> torch.Tensor:
     """:meth:`TinyTransformer.forward` for ``r`` models at once; parameters stacked on a leading dim ``r``.
 
     ids ``(r, b, s)`` -> logits ``(r, b, s, v)``; ``factor`` ``(r, 1, 1, 1)``, ``pre`` ``(r, 1, 1, 1)`` and
-    ``tied`` ``(r, 1, 1)`` pick each model's variant.
+    ``tied`` ``(r, 1, 1)`` pick each model's variant; ``cool`` and ``tau`` ``(r, 1, 1, 1)`` divide its scores and
+    logits.
     """
 
     def norm(x, name):
@@ -106,10 +127,10 @@ def _batched_logits(
     x = table[torch.arange(len(ids))[:, None, None], ids] * factor + pe  # (r, b, s, d); pe (r, 1, s, d)
     h = torch.where(pre, norm(x, "norm"), x)
     q, k, v = linear(h, "qkv").chunk(3, dim=-1)
-    x = x + linear(F.scaled_dot_product_attention(q, k, v), "out")
+    x = x + linear(F.scaled_dot_product_attention(q / cool, k, v), "out")
     h = torch.where(pre, norm(x, "final_norm"), norm(x, "norm"))
     head = torch.where(tied, table, params["head.weight"])  # (r, v, d)
-    return torch.bmm(h.flatten(1, 2), head.transpose(1, 2)).view(*h.shape[:-1], -1)
+    return torch.bmm(h.flatten(1, 2), head.transpose(1, 2)).view(*h.shape[:-1], -1) / tau
 
 
 @dataclass(frozen=True)
@@ -167,11 +188,13 @@ def train_reverse(
         factor = torch.tensor([m.embed.multiplier for m in models]).view(-1, 1, 1, 1)
         pre = torch.tensor([s.pre_norm for s, _ in runs]).view(-1, 1, 1, 1)
         tied = torch.tensor([s.tied for s, _ in runs]).view(-1, 1, 1)
+        cool = torch.tensor([s.cool for s, _ in runs]).view(-1, 1, 1, 1)
+        tau = torch.tensor([s.tau for s, _ in runs]).view(-1, 1, 1, 1)
         generators = {seed: torch.Generator().manual_seed(seed) for seed in seeds}
         opt = torch.optim.Adam(params.values(), lr=lr)
 
         def losses_of(ids, targets):
-            logits = _batched_logits(params, ids, pe, factor, pre, tied)  # (r, b, s, v)
+            logits = _batched_logits(params, ids, pe, factor, pre, tied, cool, tau)  # (r, b, s, v)
             per_token = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), reduction="none")
             return per_token.view(len(runs), -1).mean(dim=1), logits
 
@@ -205,16 +228,27 @@ def train_reverse(
 
 @dataclass(frozen=True)
 class Summary:
-    """One setting's accuracy over its seeds (mean, min, max) and its mean held-out loss at step 0."""
+    """One setting's accuracy over its seeds (mean, min, max) and its mean held-out loss at step 0; a recorded
+    summary also holds each seed's accuracy and held-out loss curve (seeds in the group's order)."""
 
     mean: float
     min: float
     max: float
     loss0: float
+    accuracies: tuple[float, ...] = ()
+    curves: tuple[tuple[float, ...], ...] = ()
 
     def tolerance(self) -> float:
         """How far a re-run's mean may move: 0.05, or half the seed range when seeds disagree more than that."""
         return max(0.05, (self.max - self.min) / 2)
+
+    @property
+    def sd(self) -> float:
+        """The sample standard deviation of the seeds' accuracies (needs at least two)."""
+        n = len(self.accuracies)
+        if n < 2:
+            raise ValueError(f"sd needs at least two recorded accuracies, this summary has {n}")
+        return (sum((a - self.mean) ** 2 for a in self.accuracies) / (n - 1)) ** 0.5
 
 
 def summarise(runs: list[RunResult]) -> dict[Setting, Summary]:
@@ -228,6 +262,8 @@ def summarise(runs: list[RunResult]) -> dict[Setting, Summary]:
             min(r.accuracy for r in rs),
             max(r.accuracy for r in rs),
             sum(r.losses[0] for r in rs) / len(rs),
+            tuple(r.accuracy for r in rs),
+            tuple(r.losses for r in rs),
         )
         for s, rs in by_setting.items()
     }
@@ -235,29 +271,38 @@ def summarise(runs: list[RunResult]) -> dict[Setting, Summary]:
 
 @dataclass(frozen=True)
 class Group:
-    """A recorded group of runs: :func:`train_reverse` with these ``steps``, ``lr`` and ``seeds``, summarised."""
+    """A recorded group of runs: :func:`train_reverse` with these ``steps``, ``lr`` and ``seeds``, summarised;
+    ``every``: the steps between two points of a recorded loss curve."""
 
     steps: int
     lr: float
     seeds: tuple[int, ...]
     summaries: dict[Setting, Summary]
+    every: int = 25
 
     def rerun(self) -> list[RunResult]:
         """Train the group's settings again, exactly as recorded."""
-        return train_reverse(list(self.summaries), list(self.seeds), steps=self.steps, lr=self.lr)
+        return train_reverse(list(self.summaries), list(self.seeds), steps=self.steps, lr=self.lr, every=self.every)
 
 
 def write_record(path, groups: dict[str, tuple[int, float, list[RunResult]]]) -> None:
     """Store each named group ``(steps, lr, runs)`` of :func:`train_reverse` runs as JSON at ``path``: its seeds
-    and, per setting, :func:`summarise` (accuracies to 4 decimals)."""
+    and, per setting, each seed's accuracy and held-out loss curve (4 decimals)."""
     out = {}
     for name, (steps, lr, runs) in groups.items():
         seeds = sorted({r.seed for r in runs})
+        by_setting: dict[Setting, dict[int, RunResult]] = {}
+        for r in runs:
+            by_setting.setdefault(r.setting, {})[r.seed] = r
         entries = [
-            {"setting": vars(s), **{k: round(v, 4) for k, v in vars(summary).items()}}
-            for s, summary in summarise(runs).items()
+            {
+                "setting": vars(s),
+                "accuracy": [round(rs[k].accuracy, 4) for k in seeds],
+                "losses": [[round(v, 4) for v in rs[k].losses] for k in seeds],
+            }
+            for s, rs in by_setting.items()
         ]
-        out[name] = {"steps": steps, "lr": lr, "seeds": seeds, "runs": entries}
+        out[name] = {"steps": steps, "lr": lr, "seeds": seeds, "every": runs[0].every, "runs": entries}
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
@@ -267,15 +312,16 @@ def read_record(path) -> dict[str, Group]:
     """The groups written by :func:`write_record`, by name, settings in the stored order."""
     with open(path) as f:
         raw = json.load(f)
-    return {
-        name: Group(
-            g["steps"],
-            g["lr"],
-            tuple(g["seeds"]),
-            {Setting(**e.pop("setting")): Summary(**e) for e in g["runs"]},
-        )
-        for name, g in raw.items()
-    }
+    groups = {}
+    for name, g in raw.items():
+        summaries = {}
+        for e in g["runs"]:
+            acc, curves = tuple(e["accuracy"]), tuple(tuple(c) for c in e["losses"])
+            summaries[Setting(**e["setting"])] = Summary(
+                sum(acc) / len(acc), min(acc), max(acc), sum(c[0] for c in curves) / len(curves), acc, curves
+            )
+        groups[name] = Group(g["steps"], g["lr"], tuple(g["seeds"]), summaries, g["every"])
+    return groups
 
 
 def check_record(group: Group, runs: list[RunResult]) -> None:

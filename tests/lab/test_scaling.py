@@ -357,3 +357,16 @@ def test_training_curves_show_the_mean_and_the_spread():
         scaling.plot_training({"a": [[1.0], [1.0, 2.0]]}, 10, 3.0)
     with pytest.raises(ValueError, match="empty"):
         scaling.plot_training({}, 10, 3.0)
+
+
+def test_training_panels_draw_each_group_in_its_own_panel():
+    panels = {"left": (100, {"a": [[4.0, 2.0], [4.0, 3.0]]}), "right": (25, {"b": [[4.0, 4.0]], "c": [[3.0, 1.0]]})}
+    fig = scaling.plot_training_panels(panels, 3.0)
+    assert [ax.get_title() for ax in fig.axes] == ["left", "right"]
+    labels = [[line.get_label() for line in ax.get_lines()] for ax in fig.axes]
+    assert labels == [["a", "uniform guess, log V"], ["b", "c", "uniform guess, log V"]]
+    assert list(fig.axes[0].get_lines()[0].get_ydata()) == [4.0, 2.5]
+    assert list(fig.axes[1].get_lines()[0].get_xdata()) == [0, 25]
+    assert fig.axes[0].get_ylabel() == "held-out cross-entropy"
+    with pytest.raises(ValueError, match="non-empty"):
+        scaling.plot_training_panels({"left": (100, {})}, 3.0)

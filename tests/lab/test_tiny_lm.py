@@ -36,9 +36,13 @@ def _plain_loop(setting, seed, steps, vocab_size=32, d_model=32, seq=8, batch=16
         return F.cross_entropy(model(test_ids).flatten(0, 1), test_targets.flatten()).item()
 
 
+CONTROLS = Setting("scaled_normal", True, tied=False, copy_head=True, cool=3.0, tau=2.0)
+
+
 def test_batched_training_equals_separate_runs():
-    results = tiny_lm.train_reverse(SETTINGS, [0, 1], steps=20, every=10)
-    assert [(r.setting, r.seed) for r in results] == [(s, k) for s in SETTINGS for k in (0, 1)]
+    settings = SETTINGS + [CONTROLS]
+    results = tiny_lm.train_reverse(settings, [0, 1], steps=20, every=10)
+    assert [(r.setting, r.seed) for r in results] == [(s, k) for s in settings for k in (0, 1)]
     for r in results:
         assert len(r.losses) == 3
         assert r.losses[-1] == pytest.approx(_plain_loop(r.setting, r.seed, 20), rel=1e-4)
@@ -74,6 +78,24 @@ def test_pe_scale_multiplies_the_position_table():
     torch.testing.assert_close(model.pe, 4.0 * sinusoidal_table(8, 32))
 
 
+def test_the_controls_copy_the_table_and_divide_scores_and_logits():
+    torch.manual_seed(0)
+    model = tiny_lm.TinyTransformer(32, 32, 8, CONTROLS)
+    torch.testing.assert_close(model.head.weight, model.embed.weight, rtol=0, atol=0)
+    ids = torch.randint(0, 32, (4, 8))
+    plain = tiny_lm.TinyTransformer(32, 32, 8, Setting("scaled_normal", True, tied=False))
+    plain.load_state_dict(model.state_dict())
+    h = plain.embed(ids) + plain.pe
+    q, k, v = plain.qkv(h).chunk(3, dim=-1)
+    weights = (q @ k.mT / (32**0.5 * 3.0)).softmax(-1)  # scores / cool
+    x = plain.norm(h + plain.out(weights @ v))
+    torch.testing.assert_close(model(ids), x @ plain.head.weight.T / 2.0)  # logits / tau
+    with pytest.raises(ValueError, match="copy_head=True needs tied=False"):
+        Setting("normal", True, copy_head=True)
+    with pytest.raises(ValueError, match="must be positive"):
+        Setting("normal", True, tau=0.0)
+
+
 def test_summarise_and_the_record_round_trip(tmp_path):
     runs = tiny_lm.train_reverse(SETTINGS, [0, 1], steps=10, every=10)
     summary = tiny_lm.summarise(runs)
@@ -84,6 +106,10 @@ def test_summarise_and_the_record_round_trip(tmp_path):
     group = tiny_lm.read_record(tmp_path / "r.json")["g"]
     assert list(group.summaries) == SETTINGS and group.seeds == (0, 1)
     tiny_lm.check_record(group, runs)
+    got = group.summaries[SETTINGS[0]]
+    assert got.accuracies == tuple(round(a, 4) for a in first) and len(got.curves) == 2
+    assert got.curves[0] == tuple(round(v, 4) for v in runs[0].losses)
+    assert got.sd == pytest.approx(abs(first[0] - first[1]) / 2**0.5, abs=1e-4)
     moved = {s: tiny_lm.Summary(v.mean + 0.2, v.mean, v.mean, v.loss0) for s, v in group.summaries.items()}
     with pytest.raises(ValueError, match="re-run gives accuracy"):
         tiny_lm.check_record(tiny_lm.Group(10, 1e-2, (0, 1), moved), runs)
