@@ -59,7 +59,8 @@ def alibi_bias(slopes: torch.Tensor, key_len: int, *, query_len: int | None = No
     if not isinstance(slopes, torch.Tensor) or slopes.dim() != 1:
         raise ValueError(
             f"slopes must be a (heads,) tensor from alibi_slopes, got "
-            f"{tuple(slopes.shape) if isinstance(slopes, torch.Tensor) else type(slopes).__name__}"
+            f"{tuple(slopes.shape) if isinstance(slopes, torch.Tensor) else type(slopes).__name__}; pass "
+            f"alibi_slopes(num_heads)"
         )
     key_len = check_size(key_len, "key_len")
     work = torch.float64 if slopes.dtype == torch.float64 else torch.float32  # positions in half precision collide
@@ -69,7 +70,8 @@ def alibi_bias(slopes: torch.Tensor, key_len: int, *, query_len: int | None = No
     query_len = check_size(query_len, "query_len")
     if not query_len <= key_len:
         raise ValueError(
-            f"query_len must be in [1, key_len={key_len}] (queries are the last positions), got {query_len}"
+            f"query_len must be in [1, key_len={key_len}] (queries are the last positions), got {query_len}; "
+            f"count the cached keys in key_len (query_len=1 when decoding one token)"
         )
     queries = torch.arange(key_len - query_len, key_len, device=slopes.device, dtype=work)
     return (-slopes[:, None, None].to(work) * (queries[:, None] - keys[None, :]).abs()).to(slopes.dtype)  # (h, q, k)

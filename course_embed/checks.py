@@ -89,8 +89,24 @@ def check_features(x: torch.Tensor, d_model: int, name: str = "x") -> None:
     if x.shape[-1] != d_model:
         raise ValueError(
             f"{name} has {x.shape[-1]} features in its last dimension but this module has "
-            f"d_model={d_model}; inputs are (batch, seq, d_model)"
+            f"d_model={d_model}; inputs are (batch, seq, d_model): pass x of width {d_model}, or build the layer "
+            f"with d_model={x.shape[-1]}"
         )
+
+
+def check_batch_ids(ids, name: str = "ids") -> None:
+    """Raise a clear error unless ``ids`` is a ``(b, s)`` tensor, saying how to reshape the common mistakes."""
+    if isinstance(ids, torch.Tensor) and ids.dim() == 2:
+        return
+    shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+    fix = "for one sequence use ids.unsqueeze(0)"
+    if isinstance(ids, torch.Tensor) and ids.dim() == 3 and ids.shape[-1] == 1:
+        fix = "drop the trailing dim with ids.squeeze(-1)"
+    elif not isinstance(ids, torch.Tensor):
+        fix = "wrap them with torch.tensor(..., dtype=torch.long)"
+    elif ids.dim() != 1:
+        fix = "reshape them to (batch, seq)"
+    raise ValueError(f"{name} must have shape (batch, seq), got {shape}; {fix.replace('ids', name)}")
 
 
 def check_positions(length: int, offset: int, max_len: int, batch: int | None = None, name: str = "x") -> None:
@@ -100,7 +116,10 @@ def check_positions(length: int, offset: int, max_len: int, batch: int | None = 
     if its first two dimensions were swapped.
     """
     if offset < 0:
-        raise ValueError(f"offset must be >= 0 (the position of the first token), got {offset}")
+        raise ValueError(
+            f"offset must be >= 0 (the position of the first token), got {offset}; pass the number of tokens "
+            f"before this input (0 for a new sequence)"
+        )
     if offset + length <= max_len:
         return
     message = (
@@ -131,7 +150,7 @@ def check_offset(offset, name: str = "offset") -> int:
         if offset.dim() != 0:
             raise TypeError(
                 f"{name} must be one integer (the position of the first token), got a tensor of shape "
-                f"{tuple(offset.shape)}; per-sequence positions (a left-padded batch) go to RotaryEmbedding as "
+                f"{tuple(offset.shape)}; pass per-sequence positions (a left-padded batch) to RotaryEmbedding as "
                 f"position_ids of shape (batch, seq); additive position layers take one offset for the whole batch"
             )
         if offset.dtype.is_floating_point or offset.dtype.is_complex or offset.dtype == torch.bool:
@@ -144,13 +163,16 @@ def check_offset(offset, name: str = "offset") -> int:
         )
     offset = operator.index(offset)
     if offset < 0:
-        raise ValueError(f"{name} must be >= 0 (the position of the first token), got {offset}")
+        raise ValueError(
+            f"{name} must be >= 0 (the position of the first token), got {offset}; pass the number of tokens "
+            f"before this input (0 for a new sequence)"
+        )
     return offset
 
 
-def check_size(value, name: str, *, minimum: int = 1) -> int:
-    """A count (a length, a number of heads) as a Python int >= ``minimum``: ints, numpy integers, 0-d integer
-    tensors; a float, a bool or a smaller value raises naming the argument, the value and the fix."""
+def check_int(value, name: str) -> int:
+    """``value`` as a Python int: ints, numpy integers, 0-d integer tensors; a float, a bool or a string raises a
+    ``TypeError`` naming the argument, the value and the fix."""
     if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point():
         value = int(value)
     if isinstance(value, bool) or not hasattr(value, "__index__"):
@@ -158,28 +180,39 @@ def check_size(value, name: str, *, minimum: int = 1) -> int:
             f"{name} must be a whole number (int), got {value!r} ({type(value).__name__}); pass int({name}) if the "
             f"value is whole"
         )
-    value = operator.index(value)
+    return operator.index(value)
+
+
+def check_size(value, name: str, *, minimum: int = 1) -> int:
+    """A count (a length, a number of heads) as a Python int >= ``minimum`` (see :func:`check_int`)."""
+    value = check_int(value, name)
     if value < minimum:
         need = "a positive integer" if minimum == 1 else f">= {minimum}"
         raise ValueError(f"{name} must be {need}, got {value}; check where this count comes from")
     return value
 
 
-def check_number(value, name: str, *, minimum: float | None = None, above: float | None = None) -> float:
-    """``value`` as a finite float, at least ``minimum`` or greater than ``above``; else a clear error.
+def check_number(
+    value, name: str, *, minimum: float | None = None, above: float | None = None, fix: str | None = None
+) -> float:
+    """``value`` as a finite float, at least ``minimum`` or greater than ``above``; else a clear error ending with
+    ``fix`` (default: check the config).
 
     ``nan`` and ``inf`` are rejected: a non-finite scale silently turns every output into NaN or switches the
     rotation off.
     """
+    fix = fix or "check the config this value came from"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+        raise TypeError(
+            f"{name} must be a real number, got {value!r} ({type(value).__name__}); give it as an int or a float"
+        )
     value = float(value)
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value}; check the config this value came from")
+        raise ValueError(f"{name} must be a finite number, got {value}; {fix}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise ValueError(f"{name} must be >= {minimum}, got {value}; {fix}")
     if above is not None and not value > above:
-        raise ValueError(f"{name} must be > {above}, got {value}")
+        raise ValueError(f"{name} must be > {above}, got {value}; {fix}")
     return value
 
 
@@ -187,7 +220,8 @@ def check_device_dtype(device=None, dtype=None) -> None:
     """Raise a clear error for a ``dtype`` that is not a floating torch dtype or a ``device`` this build lacks."""
     if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
         raise TypeError(
-            f"dtype must be a floating-point torch.dtype such as torch.float32 or torch.bfloat16, got {dtype!r}"
+            f"dtype must be a floating-point torch.dtype such as torch.float32 or torch.bfloat16, got {dtype!r}; "
+            f"pass one of those (ids are integers, the table is not), or None for the default"
         )
     if device is None:
         return
@@ -203,3 +237,27 @@ def check_device_dtype(device=None, dtype=None) -> None:
         )
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device={str(device)!r} but MPS is not available here; use device='cpu'")
+
+
+class Fixed:
+    """A construction argument a module is built from (a table's shape, RoPE's frequencies): readable as an
+    attribute, set once by :func:`fix`, and assigning it later raises an ``AttributeError`` saying to build a new
+    module, instead of leaving the module built from the old value while ``repr`` shows the new one."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, module, owner=None):
+        return self if module is None else module.__dict__["_fixed"][self.name]
+
+    def __set__(self, module, value) -> None:
+        kind = type(module).__name__
+        raise AttributeError(
+            f"{kind}.{self.name} is fixed at construction (the module is built from it), so assigning {value!r} "
+            f"would not rebuild it; build a new {kind} with {self.name}={value!r}"
+        )
+
+
+def fix(module, **values) -> None:
+    """Set the :class:`Fixed` attributes ``values`` of ``module`` (at construction, or by a method that rebuilds)."""
+    module.__dict__.setdefault("_fixed", {}).update(values)

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_device_dtype, check_ids, check_offset, check_positions
+from .checks import Fixed, check_batch_ids, check_device_dtype, check_ids, check_offset, check_positions, fix
 from .learned import LearnedPositionalEmbedding
 from .sinusoidal import SinusoidalPositionalEncoding
 from .token import Init, TokenEmbedding
@@ -63,6 +63,10 @@ class TransformerEmbedding(nn.Module):
     Shapes:
         ``forward(ids, offset)``: ids ``(b, s)`` -> ``(b, s, d)``; positions are ``offset .. offset + s - 1``.
     """
+
+    d_model = Fixed()
+    position = Fixed()
+    fusion = Fixed()
 
     def __init__(
         self,
@@ -102,11 +106,20 @@ class TransformerEmbedding(nn.Module):
                 "gradient); use one or the other"
             )
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout}")
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout}; use 0.0 for no dropout")
         d_position = d_model if fusion == "add" else (d_position or d_model // 2)
         if fusion == "concat" and not 0 < d_position < d_model:
-            raise ValueError(f"d_position must be in (0, d_model={d_model}) with fusion='concat', got {d_position}")
-        self.d_model, self.position, self.fusion, self.compile = d_model, position, fusion, compile
+            raise ValueError(
+                f"d_position must be in (0, d_model={d_model}) with fusion='concat', got {d_position}; use e.g. "
+                f"{d_model // 2} (the default), which leaves d_model - d_position dims to the token vector"
+            )
+        if fusion == "concat" and position == "sinusoidal" and d_position % 2:
+            raise ValueError(
+                f"d_position must be even for sinusoidal positions (sin/cos come in pairs), got {d_position}; use "
+                f"{d_position - 1} or {d_position + 1}"
+            )
+        fix(self, d_model=d_model, position=position, fusion=fusion)
+        self.compile = compile
         self.token = TokenEmbedding(
             vocab_size,
             d_model if fusion == "add" else d_model - d_position,
@@ -128,9 +141,7 @@ class TransformerEmbedding(nn.Module):
 
     def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Embed ids ``(b, s)`` at positions ``offset .. offset + s - 1``; returns ``(b, s, d)``."""
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
-            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-            raise ValueError(f"ids must have shape (batch, seq), got {shape}; for one sequence use ids.unsqueeze(0)")
+        check_batch_ids(ids)
         b, s = ids.shape
         offset = check_offset(offset)
         if self.positions is None:

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_device_dtype, check_features, check_offset, check_positions
+from .checks import Fixed, check_device_dtype, check_features, check_offset, check_positions, check_size, fix
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -29,12 +29,14 @@ class LearnedPositionalEmbedding(nn.Module):
         must be ``< L``.
     """
 
+    max_len = Fixed()
+    d_model = Fixed()
+
     def __init__(self, max_len: int, d_model: int, init_std: float = 0.02, device=None, dtype=None):
         super().__init__()
-        if max_len < 1:
-            raise ValueError(f"max_len must be a positive integer, got {max_len}")
+        max_len, d_model = check_size(max_len, "max_len"), check_size(d_model, "d_model")
         check_device_dtype(device, dtype)
-        self.max_len, self.d_model = max_len, d_model
+        fix(self, max_len=max_len, d_model=d_model)
         self.weight = nn.Parameter(torch.empty(max_len, d_model, device=device, dtype=dtype))
         nn.init.normal_(self.weight, 0.0, init_std)
 
@@ -58,14 +60,16 @@ class LearnedPositionalEmbedding(nn.Module):
         New row ``j`` is the old table read at position ``j * (L - 1) / (new_len - 1)``. The parameter is
         replaced, so build the optimizer after resizing. Returns ``self``.
         """
+        new_len = check_size(new_len, "new_len")
         if new_len < 2 or self.max_len < 2:
             raise ValueError(
-                f"resize needs at least 2 rows before and after, got max_len={self.max_len} and new_len={new_len}"
+                f"resize keeps the first and last rows, so it needs at least 2 rows before and after, got "
+                f"new_len={new_len} and max_len={self.max_len}; pass a new_len of at least 2"
             )
         old = self.weight.detach().float().T[None]  # (1, d, L)
         new = F.interpolate(old, size=new_len, mode="linear", align_corners=True)[0].T  # (new_len, d)
         self.weight = nn.Parameter(new.to(self.weight.dtype).contiguous())
-        self.max_len = new_len
+        fix(self, max_len=new_len)
         return self
 
     def extra_repr(self) -> str:

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_device_dtype, check_ids
+from .checks import Fixed, check_batch_ids, check_device_dtype, check_ids, check_size, fix
 from .token import Init, init_table_
 
 
@@ -50,6 +50,9 @@ class MultilingualEmbedding(nn.Module):
 
     offsets: torch.Tensor
     sizes: torch.Tensor
+    languages = Fixed()
+    d_model = Fixed()
+    padding_idx = Fixed()
 
     def __init__(
         self,
@@ -73,16 +76,15 @@ class MultilingualEmbedding(nn.Module):
                 raise TypeError(f"language names in vocab_sizes must be strings, got {lang!r}")
             if not isinstance(size, int) or size < 1:
                 raise ValueError(f"vocab_sizes[{lang!r}] must be a positive integer, got {size!r}")
-        if d_model < 1:
-            raise ValueError(f"d_model must be a positive integer, got {d_model}")
+        d_model = check_size(d_model, "d_model")
         smallest = min(vocab_sizes.values())
         if padding_idx is not None and not 0 <= padding_idx < smallest:
             raise ValueError(
                 f"padding_idx={padding_idx} must be a local id present in every language, i.e. in "
                 f"[0, {smallest}) for these vocabularies; use e.g. 0, or None for no pad token"
             )
-        self.languages = tuple(vocab_sizes)
-        self.d_model, self.padding_idx, self.scale = d_model, padding_idx, scale
+        fix(self, languages=tuple(vocab_sizes), d_model=d_model, padding_idx=padding_idx)
+        self.scale = scale
         self.init = init or ("scaled_normal" if scale else "normal")
         sizes = torch.tensor([vocab_sizes[lang] for lang in self.languages], device=device)
         self.register_buffer("sizes", sizes, persistent=False)
@@ -133,16 +135,20 @@ class MultilingualEmbedding(nn.Module):
                     f"lang must have shape (batch,) = ({b},) or the shape of ids {tuple(ids.shape)}, "
                     f"got {tuple(lang.shape)}"
                 )
-            if lang.numel() and not 0 <= int(lang.min()) <= int(lang.max()) < len(self.languages):
+            lo, hi = (int(v) for v in torch.aminmax(lang)) if lang.numel() else (0, 0)
+            if not 0 <= lo <= hi < len(self.languages):
                 raise ValueError(
-                    f"lang holds indices outside [0, {len(self.languages)}); the languages are "
-                    f"{list(self.languages)} in that order"
+                    f"lang holds indices outside [0, {len(self.languages)}), got {lo if lo < 0 else hi}; the "
+                    f"languages are {list(self.languages)} in that order: use language_index(name) to look one up"
                 )
             lang = lang.to(device=ids.device, dtype=torch.long)
             return lang[:, None] if lang.dim() == 1 else lang
         if isinstance(lang, Sequence):
             if len(lang) != b:
-                raise ValueError(f"lang names one language per sequence: expected {b} names, got {len(lang)}")
+                raise ValueError(
+                    f"lang names one language per sequence: expected {b} names, got {len(lang)}; pass one name per "
+                    f"sequence of ids, or a single name for the whole batch"
+                )
             return torch.tensor([[self.language_index(name)] for name in lang], device=ids.device)
         raise TypeError(
             f"lang must be a language name, a sequence of names or a tensor of language indices, "
@@ -154,9 +160,7 @@ class MultilingualEmbedding(nn.Module):
 
         Raises a ValueError naming the language when an id is outside that language's vocabulary.
         """
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
-            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-            raise ValueError(f"ids must have shape (batch, seq), got {shape}; for one sequence use ids.unsqueeze(0)")
+        check_batch_ids(ids)
         check_ids(ids, int(self.sizes.max()))  # integer dtype, no negative ids
         index = self._language_tensor(lang, ids).expand_as(ids)  # (b, s)
         limit = self.sizes[index]

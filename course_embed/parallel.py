@@ -36,7 +36,10 @@ def shard_range(vocab_size: int, rank: int, world_size: int) -> tuple[int, int]:
     The first ``v % r`` ranks hold ``v // r + 1`` rows, the rest ``v // r``.
     """
     if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, world_size), got rank={rank}, world_size={world_size}")
+        raise ValueError(
+            f"rank must be in [0, world_size), got rank={rank}, world_size={world_size}; pass "
+            f"torch.distributed.get_rank() and get_world_size() of the process group"
+        )
     if vocab_size < world_size:
         raise ValueError(
             f"vocab_size={vocab_size} is smaller than world_size={world_size}: some ranks would hold no "
@@ -45,6 +48,14 @@ def shard_range(vocab_size: int, rank: int, world_size: int) -> tuple[int, int]:
     base, extra = divmod(vocab_size, world_size)
     start = rank * base + min(rank, extra)
     return start, start + base + (rank < extra)
+
+
+def _check_group(caller: str) -> None:
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError(
+            f"{caller} needs torch.distributed: call torch.distributed.init_process_group(backend, ...) first "
+            f"(gloo on CPU, nccl on GPUs)"
+        )
 
 
 class _SumOverRanks(torch.autograd.Function):
@@ -85,13 +96,12 @@ class VocabParallelEmbedding(nn.Module):
     ):
         super().__init__()
         check_device_dtype(device, dtype)
-        if not dist.is_available() or not dist.is_initialized():
-            raise RuntimeError(
-                "VocabParallelEmbedding needs torch.distributed: call "
-                "torch.distributed.init_process_group(backend, ...) first (gloo on CPU, nccl on GPUs)"
-            )
+        _check_group("VocabParallelEmbedding")
         if padding_idx is not None and not 0 <= padding_idx < vocab_size:
-            raise ValueError(f"padding_idx={padding_idx} is outside the vocabulary [0, {vocab_size})")
+            raise ValueError(
+                f"padding_idx={padding_idx} is outside the vocabulary [0, {vocab_size}); use an id in that range "
+                f"(e.g. 0), or None for no pad token"
+            )
         self.group = group
         self.rank, self.world_size = dist.get_rank(group), dist.get_world_size(group)
         self.vocab_size, self.d_model, self.padding_idx = vocab_size, d_model, padding_idx
@@ -113,7 +123,7 @@ class VocabParallelEmbedding(nn.Module):
         if tuple(full_weight.shape) != (self.vocab_size, self.d_model):
             raise ValueError(
                 f"full_weight must have shape (vocab_size, d_model) = {(self.vocab_size, self.d_model)}, "
-                f"got {tuple(full_weight.shape)}"
+                f"got {tuple(full_weight.shape)}; pass the whole unsharded table, the same on every rank"
             )
         self.weight.copy_(full_weight[self.start : self.end])
         return self
@@ -153,6 +163,12 @@ def partial_lookup(ids: torch.Tensor, shard: torch.Tensor, start: int, padding_i
     ``shard`` ``(v_k, d)`` holds the rows ``[start, start + v_k)``; ids in that range get their row, every other id
     a row of zeros, so summing the ranks' parts gives the unsharded lookup. ``padding_idx`` is local to the shard.
     """
+    check_ids(ids, torch.iinfo(torch.int64).max)  # integer ids; other ranks hold the ids past this shard
+    if padding_idx is not None and not 0 <= padding_idx < shard.shape[0]:
+        raise ValueError(
+            f"padding_idx={padding_idx} is outside this shard's local rows [0, {shard.shape[0]}); pass the pad id "
+            f"minus start on the rank that holds it, and None on the others"
+        )
     outside = (ids < start) | (ids >= start + shard.shape[0])  # (*) ids another rank holds
     local = (ids - start).masked_fill_(outside, 0)  # any valid local row; its result is zeroed below
     return F.embedding(local, shard, padding_idx).masked_fill_(outside.unsqueeze(-1), 0.0)
@@ -208,15 +224,17 @@ def vocab_parallel_cross_entropy(
         and the target's logit are reduced exactly, the sum of exponentials is a sum of ``r`` partial sums, so
         the loss and gradients agree to round-off (tests: float64, 2 processes).
     """
+    _check_group("vocab_parallel_cross_entropy")
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
     start, end = shard_range(vocab_size, rank, world_size)
     if logits.shape[-1] != end - start:
         raise ValueError(
             f"logits has {logits.shape[-1]} columns, but rank {rank} of {world_size} holds the "
-            f"{end - start} vocabulary rows [{start}, {end}) of vocab_size={vocab_size}"
+            f"{end - start} vocabulary rows [{start}, {end}) of vocab_size={vocab_size}; pass this rank's slice "
+            f"of the logits, e.g. full_logits[..., {start}:{end}]"
         )
     if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        raise ValueError(f"reduction must be one of ('mean', 'sum', 'none'), got {reduction!r}")
     check_ids(targets, vocab_size, "targets")
     loss = _VocabParallelCrossEntropy.apply(logits.reshape(-1, end - start), targets.reshape(-1), start, group)
     if reduction == "none":

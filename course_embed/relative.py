@@ -18,18 +18,21 @@ import math
 import torch
 from torch import nn
 
-from .checks import check_device_dtype
+from .checks import Fixed, check_device_dtype, check_size, fix
 
 
 def _check_buckets(num_buckets: int, max_distance: int, bidirectional: bool) -> None:
     if not isinstance(num_buckets, int) or num_buckets // 2 // (2 if bidirectional else 1) < 1:
         raise ValueError(
             f"num_buckets must be an integer >= {4 if bidirectional else 2} "
-            f"(bidirectional={bidirectional}), got {num_buckets!r}"
+            f"(bidirectional={bidirectional}), got {num_buckets!r}; use e.g. 32, as T5"
         )
     exact = num_buckets // 2 // (2 if bidirectional else 1)
     if not max_distance > exact:
-        raise ValueError(f"max_distance must exceed the {exact} exactly-bucketed distances, got {max_distance}")
+        raise ValueError(
+            f"max_distance must exceed the {exact} exactly-bucketed distances, got {max_distance}; use a larger "
+            f"one, e.g. 128 as T5, or fewer buckets"
+        )
 
 
 def relative_position_bucket(
@@ -43,7 +46,11 @@ def relative_position_bucket(
     after the query count as distance 0.
     """
     if not isinstance(relative_position, torch.Tensor) or relative_position.is_floating_point():
-        raise TypeError("relative_position must be an integer tensor of key - query offsets")
+        kind = relative_position.dtype if isinstance(relative_position, torch.Tensor) else type(relative_position)
+        raise TypeError(
+            f"relative_position must be an integer tensor of key - query offsets, got {kind}; build it from "
+            f"torch.arange positions (keys[None, :] - queries[:, None])"
+        )
     _check_buckets(num_buckets, max_distance, bidirectional)
     offset = relative_position.long()
     buckets = torch.zeros_like(offset)
@@ -76,6 +83,9 @@ class RelativePositionBias(nn.Module):
         ``query_len = 1`` and the cache length plus one as ``key_len``.
     """
 
+    num_heads = Fixed()
+    num_buckets = Fixed()
+
     def __init__(
         self,
         num_heads: int,
@@ -88,10 +98,9 @@ class RelativePositionBias(nn.Module):
     ):
         super().__init__()
         check_device_dtype(device, dtype)
-        if not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
+        num_heads = check_size(num_heads, "num_heads")
         _check_buckets(num_buckets, max_distance, bidirectional)
-        self.num_heads, self.num_buckets = num_heads, num_buckets
+        fix(self, num_heads=num_heads, num_buckets=num_buckets)
         self.max_distance, self.bidirectional = max_distance, bidirectional
         self.weight = nn.Parameter(torch.empty(num_buckets, num_heads, device=device, dtype=dtype))
         nn.init.normal_(self.weight, 0.0, init_std)
@@ -101,7 +110,8 @@ class RelativePositionBias(nn.Module):
         if key_len < 1 or not 1 <= query_len <= key_len:
             raise ValueError(
                 f"need 1 <= query_len <= key_len (queries are the last positions), got "
-                f"query_len={query_len}, key_len={key_len}"
+                f"query_len={query_len}, key_len={key_len}; count the cached keys in key_len (query_len=1 when "
+                f"decoding one token)"
             )
         keys = torch.arange(key_len, device=self.weight.device)
         queries = keys[key_len - query_len :]

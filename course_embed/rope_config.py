@@ -59,9 +59,10 @@ def rotary_dims(head_dim: int, rope_scaling: dict | None) -> int:
         return head_dim
     dims = int(head_dim * factor)
     if dims < 2 or dims % 2:
+        even = max(2, dims - dims % 2)
         raise ValueError(
             f"partial_rotary_factor={factor} of head_dim={head_dim} rotates {dims} dims; RoPE rotates pairs, so "
-            f"it needs an even number >= 2"
+            f"it needs an even number >= 2: use e.g. partial_rotary_factor={even / head_dim} ({even} dims)"
         )
     return dims
 
@@ -120,7 +121,8 @@ def check_rope_scaling(rope_scaling: dict | None) -> dict:
                 raise TypeError(f"{name} must be True or False, got {value!r}")
             out[key] = value
         elif key == "factor":
-            out[key] = check_number(value, name, minimum=1.0)
+            fix = "use a factor >= 1 (the context's growth; 1 is no scaling, as rope_scaling=None)"
+            out[key] = check_number(value, name, minimum=1.0, fix=fix)
         elif key == "rope_theta":
             out[key] = check_number(value, name, above=1.0)
         else:  # attention_factor, beta_*, mscale*, *_freq_factor, partial_rotary_factor: positive
@@ -129,7 +131,7 @@ def check_rope_scaling(rope_scaling: dict | None) -> dict:
         raise ValueError(
             f"YaRN needs beta_fast > beta_slow (rotations over the original length: pairs above beta_fast keep "
             f"their frequency, pairs below beta_slow are interpolated), got beta_fast={out.get('beta_fast', 32.0)} "
-            f"and beta_slow={out.get('beta_slow', 1.0)}; the paper's values are 32 and 1"
+            f"and beta_slow={out.get('beta_slow', 1.0)}; use the paper's values, 32 and 1"
         )
     if kind == "llama3" and not out["low_freq_factor"] < out["high_freq_factor"]:
         raise ValueError(
@@ -247,5 +249,8 @@ def _positive_int(value, name: str) -> int:
         value = int(value)
     value = operator.index(value)
     if value < 1:
-        raise ValueError(f"{name} must be a positive integer (the training length), got {value}")
+        raise ValueError(
+            f"{name} must be a positive integer (the training length), got {value}; use the length the model was "
+            f"trained with (its config's original_max_position_embeddings or max_position_embeddings)"
+        )
     return value

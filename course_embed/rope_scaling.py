@@ -17,17 +17,23 @@ import math
 
 import torch
 
-from .checks import check_number
+from .checks import check_int, check_number
 from .rope_config import check_factor_lists, check_rope_scaling, rotary_dims
 
 
-def _check_head_dim(head_dim: int) -> None:
-    if not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2:
-        raise ValueError(f"head_dim must be a positive even integer (RoPE rotates pairs of dims), got {head_dim}")
+def _check_head_dim(head_dim: int) -> int:
+    head_dim = check_int(head_dim, "head_dim")
+    if head_dim < 2 or head_dim % 2:
+        raise ValueError(
+            f"head_dim must be a positive even integer (RoPE rotates pairs of dims), got {head_dim}; use "
+            f"{max(2, head_dim + head_dim % 2)}, or rotate part of each head with partial_rotary_factor"
+        )
+    return head_dim
 
 
 def _check_base(base: float) -> float:
-    return check_number(base, "base (rope_theta)", above=1.0)
+    fix = "use the model config's rope_theta, e.g. 10000 (RoFormer, LLaMA 2) or 500000 (Llama 3)"
+    return check_number(base, "base (rope_theta)", above=1.0, fix=fix)
 
 
 def rope_frequencies(head_dim: int, base: float = 10000.0, *, dtype=torch.float64, device=None) -> torch.Tensor:

@@ -34,7 +34,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from .checks import check_device_dtype, check_offset
+from .checks import Fixed, check_device_dtype, check_offset, fix
 from .rope_config import ROPE_SCALINGS, check_rope_scaling, rope_kwargs, rotary_dims
 from .rope_scaling import (  # re-exported: `rotary` is the one module to read about RoPE
     _check_head_dim,
@@ -105,22 +105,6 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: 
     return torch.cat((rotated, x[..., 2 * p :]), dim=-1)  # partial RoPE (Phi, GPT-NeoX): the rest passes
 
 
-class _Fixed:
-    """A constructor argument the frequencies are built from: readable, and assigning it raises a clear error."""
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.name = name
-
-    def __get__(self, module, owner=None):
-        return self if module is None else module.__dict__["_fixed"][self.name]
-
-    def __set__(self, module, value) -> None:
-        raise AttributeError(
-            f"RotaryEmbedding.{self.name} is fixed at construction (the frequencies are built from it), so "
-            f"assigning {value!r} would change nothing; build a new RotaryEmbedding with {self.name}={value!r}"
-        )
-
-
 class RotaryEmbedding(nn.Module):
     """Rotates queries and keys by their positions (RoPE), optionally with a context-extension scaling.
 
@@ -177,14 +161,14 @@ class RotaryEmbedding(nn.Module):
         True
     """
 
-    head_dim = _Fixed()
-    base = _Fixed()
-    layout = _Fixed()
-    rope_scaling = _Fixed()
-    rope_type = _Fixed()
-    rotary_dim = _Fixed()
-    attention_factor = _Fixed()
-    dynamic_rule = _Fixed()
+    head_dim = Fixed()
+    base = Fixed()
+    layout = Fixed()
+    rope_scaling = Fixed()
+    rope_type = Fixed()
+    rotary_dim = Fixed()
+    attention_factor = Fixed()
+    dynamic_rule = Fixed()
 
     inv_freq: torch.Tensor
 
@@ -199,7 +183,7 @@ class RotaryEmbedding(nn.Module):
         device=None,
     ):
         super().__init__()
-        _check_head_dim(head_dim)
+        head_dim = _check_head_dim(head_dim)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if dynamic_rule not in DYNAMIC_RULES:
@@ -217,16 +201,17 @@ class RotaryEmbedding(nn.Module):
             )
         base = base if base is not None else (theta or 10000.0)
         _, attention = rope_parameters(head_dim, base, scaling)  # checks every value now
-        self.__dict__["_fixed"] = {
-            "head_dim": head_dim,
-            "base": float(base),
-            "layout": layout,
-            "rope_scaling": dict(rope_scaling) if rope_scaling else None,
-            "rope_type": scaling["rope_type"],
-            "rotary_dim": rotary_dims(head_dim, scaling),
-            "attention_factor": attention,
-            "dynamic_rule": dynamic_rule,
-        }
+        fix(
+            self,
+            head_dim=head_dim,
+            base=float(base),
+            layout=layout,
+            rope_scaling=dict(rope_scaling) if rope_scaling else None,
+            rope_type=scaling["rope_type"],
+            rotary_dim=rotary_dims(head_dim, scaling),
+            attention_factor=attention,
+            dynamic_rule=dynamic_rule,
+        )
         self._scaling = scaling
         self._original = scaling.get("original_max_position_embeddings", 1)  # L0
         self.register_buffer("inv_freq", torch.empty(0, device=device), persistent=False)
@@ -315,8 +300,8 @@ class RotaryEmbedding(nn.Module):
         ids = position_ids[None] if position_ids.dim() == 1 else position_ids
         if ids.dim() != 2 or ids.shape[1] != s or ids.shape[0] not in (1, b):
             message = (
-                f"position_ids of shape {tuple(position_ids.shape)} do not match x of shape {tuple(x.shape)}: they "
-                f"must be (batch, seq) = ({b}, {s}) or (1, {s}); x is (batch, heads, seq, head_dim)"
+                f"position_ids of shape {tuple(position_ids.shape)} do not match x of shape {tuple(x.shape)}: pass "
+                f"one position per token, (batch, seq) = ({b}, {s}) or (1, {s}); x is (batch, heads, seq, head_dim)"
             )
             if ids.shape[-1] == x.shape[1]:
                 message += ", and yours looks (batch, seq, heads, head_dim): use x.transpose(1, 2)"

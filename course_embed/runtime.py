@@ -12,6 +12,8 @@ import random
 import numpy as np
 import torch
 
+from .checks import check_size
+
 DEVICE_ENV = "COURSE_EMBED_DEVICE"
 
 
@@ -24,20 +26,23 @@ def pick_device(preferred: str | None = None) -> torch.device:
     choice = preferred or os.environ.get(DEVICE_ENV)
     if not choice:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    source = "preferred" if preferred else DEVICE_ENV
     try:
         device = torch.device(choice)
-    except RuntimeError as err:
-        raise ValueError(f"{DEVICE_ENV}={choice!r} is not a device name; use 'cpu', 'cuda' or 'cuda:N'") from err
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"{source}={choice!r} is not a device name; use 'cpu', 'cuda' or 'cuda:N'") from err
     if device.type == "cuda" and not torch.cuda.is_available():
+        fix = "pass 'cpu' or None" if preferred else "unset it or set it to 'cpu'"
         raise ValueError(
-            f"{DEVICE_ENV}={choice!r} asks for CUDA, but torch.cuda.is_available() is False "
-            f"(torch {torch.__version__}); unset it or set it to 'cpu'"
+            f"{source}={choice!r} asks for CUDA, but torch.cuda.is_available() is False "
+            f"(torch {torch.__version__}); {fix}"
         )
     return device
 
 
 def seed_everything(seed: int) -> torch.Generator:
     """Seed Python, NumPy and PyTorch (all devices); return a CPU generator seeded with ``seed`` too."""
+    seed = check_size(seed, "seed", minimum=0)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device

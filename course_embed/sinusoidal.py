@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_device_dtype, check_features, check_number, check_offset, check_size
+from .checks import Fixed, check_device_dtype, check_features, check_number, check_offset, check_size, fix
 
 
 def _angle_dtype(device: torch.device) -> torch.dtype:
@@ -34,7 +34,7 @@ def inverse_frequencies(d_model: int, base: float = 10000.0, *, device=None, dty
             f"d_model must be a positive even number (sin/cos come in pairs), got {d_model}; "
             f"use {d_model + 1 if d_model % 2 else 2}"
         )
-    base = check_number(base, "base", above=1.0)
+    base = check_number(base, "base", above=1.0, fix="use 10000, the original model's base")
     exponents = torch.arange(0, d_model, 2, device=device, dtype=dtype) / d_model
     return base**-exponents
 
@@ -97,16 +97,21 @@ class SinusoidalPositionalEncoding(nn.Module):
     """
 
     table: torch.Tensor
+    d_model = Fixed()
+    base = Fixed()
 
     def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0, device=None):
         super().__init__()
         check_device_dtype(device)
-        self.d_model, self.base = d_model, base
+        max_len = check_size(max_len, "max_len", minimum=0)
+        fix(self, d_model=d_model, base=base)
         self.register_buffer("table", sinusoidal_table(max_len, d_model, base, device=device), persistent=False)
         self._casts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (dtype, device) -> (source, cast)
 
     def reset_parameters(self) -> None:
-        """Recompute the table from float64 angles, in its dtype on its device (after ``to_empty``: deferred init)."""
+        """Recompute the table from float64 angles, in its dtype on its device (after ``to_empty``: deferred init),
+        and drop the casts of the old one."""
+        self._casts.clear()
         rows, dtype, device = self.table.shape[0], self.table.dtype, self.table.device
         if device.type != "meta":
             self.table = sinusoidal_table(rows, self.d_model, self.base, dtype=dtype, device=device)

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .checks import check_device_dtype, check_ids
+from .checks import Fixed, check_device_dtype, check_ids, check_int, check_size, fix
 
 Init = Literal["normal", "xavier_uniform", "scaled_normal"]
 INITS: tuple[str, ...] = ("normal", "xavier_uniform", "scaled_normal")
@@ -86,6 +86,9 @@ class TokenEmbedding(nn.Module):
     Reference: ``torch.nn.functional.embedding`` (tests compare against it and against ``one_hot(ids) @ W``).
     """
 
+    vocab_size = Fixed()
+    d_model = Fixed()
+
     def __init__(
         self,
         vocab_size: int,
@@ -98,17 +101,15 @@ class TokenEmbedding(nn.Module):
         sparse: bool = False,
     ):
         super().__init__()
-        if vocab_size < 1:
-            raise ValueError(f"vocab_size must be a positive integer, got {vocab_size}")
-        if d_model < 1:
-            raise ValueError(f"d_model must be a positive integer, got {d_model}")
+        vocab_size, d_model = check_size(vocab_size, "vocab_size"), check_size(d_model, "d_model")
+        padding_idx = None if padding_idx is None else check_int(padding_idx, "padding_idx")
         if padding_idx is not None and not 0 <= padding_idx < vocab_size:
             raise ValueError(
                 f"padding_idx={padding_idx} is outside the vocabulary [0, {vocab_size}); "
                 f"use an id in that range (e.g. 0), or None for no pad token"
             )
         check_device_dtype(device, dtype)
-        self.vocab_size, self.d_model = vocab_size, d_model
+        fix(self, vocab_size=vocab_size, d_model=d_model)
         self.padding_idx, self.scale, self.sparse = padding_idx, scale, sparse
         self.init = init or ("scaled_normal" if scale else "normal")
         self.weight = nn.Parameter(torch.empty(vocab_size, d_model, device=device, dtype=dtype))

@@ -1,6 +1,7 @@
 """Bad input gets a clear error naming the argument, the value and the fix, at construction where the value is known
 then (course_embed/checks.py, rope_config.py and the layers that use them): the misuse probes of the library."""
 
+import copy
 import math
 
 import numpy as np
@@ -182,3 +183,34 @@ def test_su_is_phi3s_old_name_for_longrope():
         expected = ce.RotaryEmbedding(8, rope_scaling=longrope()).rotate(x, offset=offset)
         assert torch.equal(ce.RotaryEmbedding(8, rope_scaling=su).rotate(x, offset=offset), expected)
     assert ce.RotaryEmbedding(8, rope_scaling=su).rope_type == "longrope"
+
+
+@pytest.mark.parametrize(
+    "build, name, value",
+    [
+        (lambda: ce.RotaryEmbedding(8), "base", 5e5),
+        (lambda: ce.RotaryEmbedding(8), "rope_scaling", {"rope_type": "linear", "factor": 4.0}),
+        (lambda: ce.RotaryEmbedding(8), "layout", "half"),
+        (lambda: ce.SinusoidalPositionalEncoding(8), "base", 500.0),
+        (lambda: ce.SinusoidalPositionalEncoding(8), "d_model", 16),
+        (lambda: ce.LearnedPositionalEmbedding(16, 8), "max_len", 32),
+        (lambda: ce.TokenEmbedding(10, 8), "vocab_size", 20),
+        (lambda: ce.TokenEmbedding(10, 8), "d_model", 16),
+        (lambda: ce.TransformerEmbedding(10, 8), "position", "learned"),
+        (lambda: ce.MultilingualEmbedding({"en": 10}, 8), "padding_idx", 0),
+        (lambda: ce.RelativePositionBias(4), "num_buckets", 16),
+    ],
+)
+def test_arguments_a_module_is_built_from_are_read_only(build, name, value):
+    """Assigning one would leave the tables built from the old value while repr shows the new one."""
+    module = build()
+    before = getattr(module, name)
+    kind = type(module).__name__
+    with pytest.raises(AttributeError, match=rf"{kind}.{name} is fixed at construction.*build a new {kind}"):
+        setattr(module, name, value)
+    assert getattr(module, name) == before and getattr(copy.deepcopy(module), name) == before
+
+
+def test_resize_updates_max_len():
+    learned = ce.LearnedPositionalEmbedding(16, 8).resize(32)
+    assert learned.max_len == 32 == learned.weight.shape[0] and "max_len=32" in repr(learned)

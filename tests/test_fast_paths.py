@@ -147,7 +147,8 @@ def test_sinusoidal_cast_is_cached_and_refreshed():
     grown = pe.encoding(20, dtype=torch.bfloat16)  # past the table: it grows, the cast is redone
     assert grown.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
     assert torch.equal(grown, sinusoidal_table(20, 16).to(torch.bfloat16))
-    pe.double()  # module.to replaces the buffer: the cache must not serve the old one
+    pe.double()  # module.to replaces the buffer: the cache must not serve, nor keep, the old one
+    assert not pe._casts
     assert torch.equal(pe.encoding(20, dtype=torch.bfloat16), sinusoidal_table(20, 16).to(torch.bfloat16))
 
 

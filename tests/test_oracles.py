@@ -387,3 +387,54 @@ def test_dynamic_rule_transformers_reproduces_dynamic_rope_update(gen):
         differs.append(not torch.allclose(paper.rotate(q, offset), expected, rtol=0, atol=1e-4))
     # the paper's rule (the current length) differs exactly where transformers keeps a longer length
     assert differs == [False, True, False, True, True, False, False]
+
+
+# --- configs transformers accepts that older readers refused --------------------------------------------------
+
+from transformers import GPTNeoXConfig  # noqa: E402
+from transformers.models.gpt_neox import modeling_gpt_neox as hf_neox  # noqa: E402
+
+SMALL = dict(hidden_size=256, num_attention_heads=4, max_position_embeddings=128)
+
+
+def accepted_configs():
+    """(name, config, the model's rotary class, its apply function, the config.json dict as shipped)."""
+    yarn = {"rope_type": "yarn", "rope_theta": 1e4, "original_max_position_embeddings": 32}
+    neox_json = {"rotary_pct": 0.25, "rotary_emb_base": 5e4, **SMALL}  # GPT-NeoX / Pythia config.json keys
+    proportional = {"rope_type": "proportional", "rope_theta": 1e4, "partial_rotary_factor": 0.25}
+    return [
+        ("yarn-without-factor", Qwen2Config(rope_parameters=yarn | {"factor": None}, **SMALL), Qwen2RotaryEmbedding,
+         apply_rotary_pos_emb, None),
+        ("yarn-finetuned", Qwen2Config(rope_parameters=yarn | {"factor": 4.0, "finetuned": True}, **SMALL),
+         Qwen2RotaryEmbedding, apply_rotary_pos_emb, None),
+        ("gpt-neox", GPTNeoXConfig(**neox_json), hf_neox.GPTNeoXRotaryEmbedding, hf_neox.apply_rotary_pos_emb,
+         neox_json),
+        ("proportional", LlamaConfig(rope_parameters=proportional, **SMALL), LlamaRotaryEmbedding,
+         apply_rotary_pos_emb, None),
+    ]  # fmt: skip
+
+
+ACCEPTED = accepted_configs()
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name, config, rotary, apply, shipped", ACCEPTED, ids=[a[0] for a in ACCEPTED])
+def test_configs_transformers_accepts_load_and_rotate_as_the_model_does(gen, name, config, rotary, apply, shipped):
+    kwargs = rope_kwargs(config)
+    assert rope_kwargs(config.to_dict()) == kwargs
+    if shipped is not None:
+        assert rope_kwargs(shipped) == kwargs | {"rope_scaling": {"partial_rotary_factor": 0.25}}
+    kind = config.rope_parameters["rope_type"]
+    init = ROPE_INIT_FUNCTIONS[kind] if kind != "default" else rotary.compute_default_rope_parameters
+    hf_freqs, hf_attention = init(config, "cpu")
+    freqs, attention = rope_parameters(kwargs["head_dim"], kwargs["base"], kwargs["rope_scaling"])
+    assert_same((freqs, attention), (hf_freqs.double(), float(hf_attention)))
+    ours = RotaryEmbedding.from_config(config)
+    position_ids = torch.arange(0, 200, 7)[None].expand(2, -1)  # past max_position_embeddings as well
+    q = torch.randn(2, 3, position_ids.shape[1], ours.head_dim, generator=gen)
+    k = torch.randn(2, 1, position_ids.shape[1], ours.head_dim, generator=gen)
+    cos, sin = rotary(config)(q, position_ids)
+    hf_q, hf_k = apply(q, k, cos, sin)
+    our_q, our_k = ours(q, k, position_ids=position_ids)
+    torch.testing.assert_close(our_q, hf_q, rtol=0, atol=1e-4)  # float32 angles at positions < 200
+    torch.testing.assert_close(our_k, hf_k, rtol=0, atol=1e-4)

@@ -3,8 +3,9 @@
 
 Tiny random float64 models (Llama with llama3 and with dynamic NTK, Qwen2 with YaRN, Phi-3 with LongRoPE and partial
 rotation) run a left-padded prompt and 60 cached decode steps past their original context, once as shipped and once
-with the package's rotary module. transformers computes its angles in float32, so the two agree to float32 rounding
-of the angles, not to float64's; a base off by 1% (the control) moves the logits ten times further.
+with the package's rotary module. transformers computes its angles and norms in float32; run in float64 (the
+``float64_transformers`` fixture), its logits and the package's agree to float64 round-off, and a base off by 1e-6
+relative (the control) moves them by more than 1e-9.
 """
 
 import copy
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-from transformers import (  # noqa: E402  # noqa: E402
+from transformers import (  # noqa: E402
     DynamicCache,
     LlamaConfig,
     LlamaForCausalLM,
@@ -67,33 +68,48 @@ def run(model, ids, mask, steps):
     return torch.cat(out, dim=1)
 
 
+@pytest.fixture
+def float64_transformers(monkeypatch):
+    """transformers' own code computed in float64: its RoPE init functions, rotary modules and RMSNorms ask for
+    float32 (``torch.float``, ``.float()``, ``.to(torch.float32)``) and dynamic NTK for the default dtype; here all of
+    them mean float64, so the reference is exact to float64 round-off instead of float32's."""
+    monkeypatch.setattr(torch, "float", torch.float64)
+    monkeypatch.setattr(torch, "float32", torch.float64)
+    monkeypatch.setattr(torch.Tensor, "float", torch.Tensor.double)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)
+
+
 @pytest.mark.parametrize("name", list(models()))
-def test_logits_equal_the_model_as_shipped(name):
+def test_logits_equal_transformers_in_float64(name, float64_transformers):
     cls, config = models()[name]
     torch.manual_seed(0)
-    model = cls(config).double().eval()
+    model = cls(config).eval()
     for layer in model.model.layers:  # larger q/k so that attention depends on position
         attn = layer.self_attn
         (attn.q_proj if hasattr(attn, "q_proj") else attn.qkv_proj).weight.data *= 3
+    model.model.rotary_emb = type(model.model.rotary_emb)(config)  # frequencies from transformers, in float64
     ids = torch.randint(1, 101, (2, 12), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids)
     mask[1, :7] = 0  # left padding: the second prompt has 5 tokens
-    ours = copy.deepcopy(model)
     rule = "transformers" if "dynamic" in name else "paper"
+    ours, control = copy.deepcopy(model), copy.deepcopy(model)
     ours.model.rotary_emb = RotaryEmbedding.from_config(config, dynamic_rule=rule).for_transformers()
-    control = copy.deepcopy(model)
     kwargs = RotaryEmbedding.from_config(config).__dict__["_fixed"]
     control.model.rotary_emb = RotaryEmbedding(
         kwargs["head_dim"],
-        kwargs["base"] * 1.01,
+        kwargs["base"] * (1 + 1e-6),
         layout="half",
         rope_scaling=kwargs["rope_scaling"],
         dynamic_rule=rule,
     ).for_transformers()
     with torch.no_grad():
         expected, got, off = (run(m, ids, mask, steps=60) for m in (model, ours, control))
+    assert expected.dtype == torch.float64
     keep = mask.bool()[:, :, None].expand(-1, -1, expected.shape[-1])  # pad rows of the prompt are not compared
     prompt = expected.shape[1] - 60
     gap = (got - expected).abs()
-    assert gap[:, :prompt][keep].max() < 1e-5 and gap[:, prompt:].max() < 1e-5  # float32 angles in transformers
-    assert (off - expected).abs()[:, prompt:].max() > 10 * gap[:, prompt:].max()  # a base off by 1% shows
+    assert gap[:, :prompt][keep].max() < 1e-12 and gap[:, prompt:].max() < 1e-12
+    assert (off - expected).abs()[:, prompt:].max() > 1e-9  # a base off by 1e-6 relative shows

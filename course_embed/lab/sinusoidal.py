@@ -9,10 +9,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import matplotlib.patheffects as pe
 import matplotlib.pyplot as plt
 import torch
+from matplotlib.colors import to_rgb
 
 from ..sinusoidal import inverse_frequencies, offset_rotation, sinusoidal_table
+
+_outline = [pe.Stroke(linewidth=4, foreground="white"), pe.Normal()]  # a thick line stays readable over noise
 
 
 def wavelengths(d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -131,9 +135,10 @@ def naive_table(
 ) -> torch.Tensor:
     """A deliberately buggy sinusoidal table: positions, frequencies and angles all computed in ``dtype``.
 
-    This is what an implementation does when it builds ``arange(max_len)`` in the model's dtype (or under
-    autocast). In bfloat16, integers are exact only up to 256, so positions 257, 259, ... round to their
-    neighbours and rows repeat; in float16, positions from 65520 on overflow to inf and ``sin(inf)`` is NaN. Compare
+    This is what an implementation does when it builds ``arange(max_len)`` in the model's dtype, or computes the
+    angles as a matrix product under autocast (autocast casts matrix products, not elementwise ones). In bfloat16,
+    integers are exact only up to 256, so positions 257, 259, ... round to their neighbours and rows repeat; in
+    float16, positions from 65520 on overflow to inf and ``sin(inf)`` is NaN. Compare
     :func:`~course_embed.sinusoidal_table`, which computes angles in float64 and casts at the end.
 
     Returns ``(s, d)`` in ``dtype``, sines in even columns, cosines in odd ones.
@@ -243,7 +248,7 @@ def plot_heatmap(length: int = 100, d_model: int = 512, dims: int = 128, base: f
         right.axvline(dims / 2 - 0.5, color="k", lw=1)
         right.set_xlabel(f"column: sines of pairs 0-{dims // 2 - 1}, then their cosines")
         right.set_ylabel("position")
-        right.set_title("[sin | cos] halves (Tensor2Tensor, fairseq): same pairs", fontsize=9)
+        right.set_title("[sin | cos] halves (as in Tensor2Tensor, fairseq), same frequencies", fontsize=9)
     fig.colorbar(image, ax=list(axes.flat), label="PE value")
     fig.suptitle(f"d_model = {d_model}, first {dims} dimensions: left changes fast, right slowly", fontsize=10)
     return fig
@@ -291,13 +296,15 @@ def explorer_dims(d_model: int) -> list[int]:
     return sorted({2 * (d_model // (2 * f)) if f else 0 for f in (0, 8, 4, 2)})
 
 
-def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 100, halves: bool = True):
+def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 100, halves: bool = False):
     """Two panels for a ``(positions, d_model)`` sinusoidal table: the heatmap, and a few columns as curves.
 
-    The curves are the sine columns :func:`explorer_dims`, labelled by their pair (the heatmap's layout moves the
-    columns, the pairs stay); the widget in :mod:`course_embed.lab.widgets` redraws
-    this figure when its sliders move. With ``halves`` the heatmap shows the ``[sin | cos]`` layout
-    (:func:`halves_layout`), without the interleaving stripes; otherwise the interleaved columns.
+    The curves are the sine columns :func:`explorer_dims`, labelled by their dimension in the interleaved layout
+    (the one the formula and the chapter use) and their pair; a triangle of the curve's colour above the heatmap
+    marks the column each curve is, in whichever layout the heatmap shows. By default the heatmap is interleaved,
+    as the indices are; with ``halves`` it shows the ``[sin | cos]`` layout (:func:`halves_layout`), where the sine
+    of pair ``i`` is column ``i``. The widget in :mod:`course_embed.lab.widgets` redraws this figure when its
+    sliders move.
     """
     if positions < 2:
         raise ValueError(f"positions must be >= 2, got {positions}")
@@ -308,31 +315,57 @@ def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 10
         image = left.imshow(
             halves_layout(table).numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
         )
-        left.set_xlabel(f"sines of pairs 0 .. {d_model // 2 - 1} (fast to slow), then their cosines")
+        left.set_xlabel(f"[sin | cos]: sines of pairs 0 .. {d_model // 2 - 1} (fast to slow), then their cosines")
         left.set_ylabel("position")
     else:
         image = _heatmap(left, table, d_model, base)
     fig.colorbar(image, ax=left, label="PE value")
     for j in explorer_dims(d_model):
-        right.plot(
-            range(positions), table[:, j].numpy(), label=f"sine of pair {j // 2} (wavelength {lengths[j].item():.3g})"
+        (line,) = right.plot(
+            range(positions),
+            table[:, j].numpy(),
+            label=f"dim {j}: sine of pair {j // 2} (wavelength {lengths[j].item():.3g})",
         )
+        column = j // 2 if halves else j  # where that sine sits in the heatmap's layout
+        left.plot([column], [-0.5], "v", color=line.get_color(), ms=7, clip_on=False)
+    left.set_xlim(-0.5, d_model - 0.5)
+    left.set_ylim(positions - 0.5, -0.5)
     right.set_xlabel("position")
     right.set_ylabel("PE value")
     right.set_ylim(-1.1, 1.6)
     right.legend(fontsize=7, loc="upper right")
-    fig.suptitle(f"sinusoidal encoding: d_model = {d_model}, base = {base:g}, {positions} positions", fontsize=10)
+    layout = "[sin | cos] layout" if halves else "interleaved layout"
+    fig.suptitle(
+        f"sinusoidal encoding: d_model = {d_model}, base = {base:g}, {positions} positions, {layout}; "
+        "triangles mark the curves' columns",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig
 
 
+def windowed_mean(values: torch.Tensor, low: float = 0.9, high: float = 1.1) -> torch.Tensor:
+    """The mean of ``values[int(low * k)] .. values[int(high * k)]`` for every ``k`` whose window fits:
+    ``(n,) -> (m,)`` float64, ``m = (n - 1) / high + 1`` (rounded down), entry ``k`` for the window around ``k``."""
+    if not 0 < low <= 1 <= high:
+        raise ValueError(f"need 0 < low <= 1 <= high, got low={low}, high={high}")
+    v = values.detach().double().flatten()
+    sums = torch.cat((torch.zeros(1, dtype=torch.float64), v.cumsum(0)))  # sums[j] = v[0] + ... + v[j - 1]
+    k = torch.arange(int((len(v) - 1) / high) + 1)
+    first, last = (low * k).long(), (high * k).long()  # window of offsets first .. last
+    return (sums[last + 1] - sums[first]) / (last - first + 1)
+
+
 def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512, 64), base: float = 10000.0):
-    """``PE[p] . PE[p + k] / (d/2)`` against the offset ``k`` (log axis), with each curve's first rise marked."""
-    fig, ax = plt.subplots(figsize=(8, 3.2))
+    """``PE[p] . PE[p + k] / (d/2)`` against the offset ``k`` (log axis), with each curve's first rise marked and
+    its trend: the mean over the window of offsets ``0.9 k .. 1.1 k`` (:func:`windowed_mean`), drawn thick."""
+    fig, ax = plt.subplots(figsize=(8, 3.4))
     offsets = torch.arange(1, max_offset + 1)
+    trends = []
     for d in d_models:
-        dots = dot_by_offset(max_offset, d, base) / (d / 2)  # (max_offset + 1,), 1 at k = 0
-        (line,) = ax.plot(offsets.numpy(), dots[1:].numpy(), lw=1, label=f"d_model = {d}")
+        dots = dot_by_offset(int(1.1 * max_offset) + 1, d, base) / (d / 2)  # 1 at k = 0
+        (line,) = ax.plot(offsets.numpy(), dots[1 : max_offset + 1].numpy(), lw=0.8, alpha=0.6, label=f"d_model = {d}")
+        trends.append((d, line.get_color(), windowed_mean(dots)[1 : max_offset + 1]))
         rise = first_rise(d, base, max_offset)
         if rise is not None:
             ax.plot([rise], [dots[rise].item()], "o", color=line.get_color(), ms=6)
@@ -344,13 +377,27 @@ def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512,
                 fontsize=8,
                 color=line.get_color(),
             )
+    start = 20  # below about 20 offsets a window holds too few of them to average the bumps
+    for d, color, trend in reversed(trends):  # on top of every raw curve, the first width last
+        dark = [0.6 * c for c in to_rgb(color)]
+        ax.plot(
+            offsets[start - 1 :].numpy(),
+            trend[start - 1 :].numpy(),
+            lw=2.2,
+            color=dark,
+            path_effects=_outline,
+            label=f"d_model = {d}: mean over offsets 0.9k to 1.1k",
+        )
+    ax.axvline(base, color="gray", ls=":", lw=1)
+    ax.axhline(0, color="gray", lw=0.5)
     ax.set_xscale("log")
     ax.set_xlabel("offset k = |p - q| (positions)")
     ax.set_ylabel("PE[p] . PE[q] / (d/2)")
     ax.set_title(
-        "PE(p) . PE(q) by offset (closed form): bumps on a trend falling until about k = (pi/2) base", fontsize=10
+        f"PE(p) . PE(q) by offset (closed form): the windowed mean keeps falling until about k = base = {base:g}",
+        fontsize=10,
     )
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     return fig
 

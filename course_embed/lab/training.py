@@ -211,12 +211,15 @@ def reverse_task(vocab_size: int, seq_len: int) -> Task:
     return task
 
 
-def position_task(vocab_size: int, seq_len: int) -> Task:
-    """Name your own position: random tokens ``1 .. V-1`` after a start token 0; the target at ``p`` is ``p``."""
+def position_task(vocab_size: int, seq_len: int, start_token: bool = True) -> Task:
+    """Name your own position: random tokens ``1 .. V-1``; the target at ``p`` is ``p``. With ``start_token`` the
+    first token is the start token 0, which no other slot holds; without it the first token is as random as the rest.
+    """
 
     def task(batch, _, generator):
         ids = torch.randint(1, vocab_size, (batch, seq_len), generator=generator)
-        ids[:, 0] = 0
+        if start_token:
+            ids[:, 0] = 0
         return ids, torch.arange(seq_len).expand(batch, seq_len)
 
     return task
@@ -307,13 +310,17 @@ def plot_training_panels(
     steps: torch.Tensor,
     accuracy: torch.Tensor,
     panels: dict[str, dict[str, Sequence[int]]],
-    chance: float | None = None,
+    chance: float | Sequence[float] | None = None,
     title: str = "",
 ):
     """Like :func:`plot_training`, one panel per entry of ``panels`` (panel title -> groups), sharing the y axis, so
-    that overlapping bands of different groups are read side by side instead of on top of each other."""
+    that overlapping bands of different groups are read side by side instead of on top of each other. ``chance`` is
+    one level for every panel or one per panel."""
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.4), sharey=True, squeeze=False)
-    for ax, (panel, groups) in zip(axes[0], panels.items(), strict=True):
+    levels = [chance] * len(panels) if chance is None or isinstance(chance, (int, float)) else list(chance)
+    if len(levels) != len(panels):
+        raise ValueError(f"chance must be one level or one per panel ({len(panels)}), got {len(levels)}")
+    for ax, (panel, groups), chance in zip(axes[0], panels.items(), levels, strict=True):
         for label, members in groups.items():
             acc = accuracy[:, list(members)]  # (t, seeds)
             (line,) = ax.plot(steps.numpy(), acc.mean(1).numpy(), lw=1.6, label=f"{label} ({len(members)} seeds)")

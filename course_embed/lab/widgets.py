@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 from . import sinusoidal
 
 #: Slider values the sinusoidal explorer starts from; the chapter's static figure uses the same values.
-EXPLORER_DEFAULTS = {"d_model": 128, "base": 10000.0, "positions": 100, "halves": True}
+EXPLORER_DEFAULTS = {"d_model": 128, "base": 10000.0, "positions": 100, "halves": False}
 
 
 class SinusoidalExplorer:
@@ -24,7 +24,8 @@ class SinusoidalExplorer:
 
     Attributes:
         d_model, base, positions: the slider widgets (``d_model`` in steps of 8, ``base`` on a log scale).
-        halves: the checkbox choosing the ``[sin | cos]`` layout (checked) or the interleaved columns.
+        halves: the checkbox choosing the ``[sin | cos]`` layout (checked) or the interleaved columns (the
+            default, the layout whose dimension indices the chapter and the curves use).
         figure: the last figure drawn (closed, so a notebook does not show it a second time); its heatmap holds the
             ``(positions, d_model)`` table.
         image: the ``Image`` widget showing ``figure`` as PNG.
@@ -71,7 +72,7 @@ class SinusoidalExplorer:
             style=style,
             layout=layout,
         )
-        self.halves = w.Checkbox(value=halves, description="[sin | cos] layout (uncheck: interleaved)", indent=False)
+        self.halves = w.Checkbox(value=halves, description="[sin | cos] layout (unchecked: interleaved)", indent=False)
         self.image = w.Image(format="png")
         self.widget = w.VBox([self.d_model, self.base, self.positions, self.halves, self.image])
         for slider in (self.d_model, self.base, self.positions, self.halves):

@@ -19,8 +19,11 @@ gives its title, author and the words of its front matter).
 from __future__ import annotations
 
 import argparse
+import collections
+import hashlib
 import html as html_text
 import io
+import logging
 import sys
 from pathlib import Path
 
@@ -41,7 +44,7 @@ LINE_PX = round((210 - MARGIN_MM["left"] - MARGIN_MM["right"]) / 25.4 * 96)
 # The front matter's own words, by the edition's language (Sphinx's ``language``).
 WORDS = {"en": {"contents": "Contents"}, "zh_CN": {"contents": "目录"}}
 
-__all__ = ["PDF_NAME", "WRAP_MARK", "build_pdf", "toc_pages"]
+__all__ = ["PDF_NAME", "WRAP_MARK", "build_pdf", "clone", "toc_pages"]
 
 
 def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
@@ -110,12 +113,12 @@ def destinations(reader) -> dict[str, tuple[int, float]]:
 def with_outline(data: bytes, chapters: list[dict], title: str) -> bytes:
     """The printed book with a bookmark for every page of the site and every section in it (headings 1 to 3,
     nested), each pointing at its heading, and the book's title."""
-    from pypdf import PdfReader, PdfWriter
+    from pypdf import PdfReader
     from pypdf.generic import Fit
 
     reader = PdfReader(io.BytesIO(data))
     where = destinations(reader)
-    writer = PdfWriter(clone_from=reader)
+    writer = clone(reader)
     for chapter in chapters:
         parents: dict[int, object] = {}
         for heading in chapter["outline"]:
@@ -131,6 +134,58 @@ def with_outline(data: bytes, chapters: list[dict], title: str) -> bytes:
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
+
+
+def _stream_copies(pdf, last: int) -> int:
+    """How many of the objects 1 to ``last`` of ``pdf`` (a reader or a writer) are streams that repeat an earlier
+    one byte for byte (dictionary and data)."""
+    from pypdf.generic import StreamObject
+
+    seen: collections.Counter = collections.Counter()
+    for number in range(1, last + 1):
+        try:
+            found = pdf.get_object(number)
+        except Exception:  # a free or missing object number
+            continue
+        if isinstance(found, StreamObject):
+            entries = sorted((str(key), repr(value)) for key, value in found.items() if key != "/Length")
+            seen[hashlib.sha256(repr(entries).encode() + found._data).digest()] += 1
+    return sum(count - 1 for count in seen.values())
+
+
+def clone(reader):
+    """A ``PdfWriter`` holding a copy of ``reader``'s document, without pypdf's warning about its own copies.
+
+    Chromium's PDF shares one ICC colour profile among its images (each image's ``/ColorSpace`` is the array
+    ``[/ICCBased ref]``), and pypdf's clone copies a stream that an array refers to once per array
+    (``ArrayObject.clone`` clones it with ``force_duplicate=True``). The copy is a valid PDF with a few extra profile
+    streams, and pypdf warns "Object count N exceeds defined trailer size M". That warning is held back when such
+    copies are what takes the count past the reader's objects, and passed on otherwise.
+    """
+    from pypdf import PdfWriter
+
+    held: list[logging.LogRecord] = []
+
+    class Hold(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if str(record.msg).startswith("Object count"):
+                held.append(record)
+                return False
+            return True
+
+    log, hold = logging.getLogger("pypdf._writer"), Hold()
+    log.addFilter(hold)
+    try:
+        writer = PdfWriter(clone_from=reader)
+    finally:
+        log.removeFilter(hold)
+    for record in held:
+        counts = record.args if isinstance(record.args, dict) else {}
+        size, count = int(counts.get("trailer_size", 0)), int(counts.get("object_count", 0))
+        # the reader holds objects 1 to size - 1; the copy, as many but for the extra copies of shared streams
+        if not count or count - (_stream_copies(writer, count) - _stream_copies(reader, size - 1)) > size - 1:
+            log.handle(record)
+    return writer
 
 
 def _print(page) -> bytes:

@@ -8,9 +8,11 @@ points Sphinx's MathJax and myst-nb's ipywidgets embedder at those copies, rewri
 matplotlib's ``to_jshtml`` animations link from a CDN, and fails the build (a warning under ``-W``) if any page still
 loads a script, style, font or image from another host. Nothing is committed but the table below.
 
-It also keeps the site honest and accessible: the launch buttons (Binder, Colab) are dropped unless ``repository.url``
-in ``_config.yml`` names a real repository, and the frames of matplotlib animations get the alt text of their cell
-(``{"mystnb": {"image": {"alt": ...}}}``, the key myst-nb reads for figures) and their slider a label.
+It also keeps the site honest, accessible and light: the launch buttons (Binder, Colab) are dropped unless
+``repository.url`` in ``_config.yml`` names a real repository; the frames of matplotlib animations get the alt text of
+their cell (``{"mystnb": {"image": {"alt": ...}}}``, the key myst-nb reads for figures) and their slider a label; a
+page loads the widget embedder only if it shows a widget, and the search index only on the search page; figures and
+animation frames are stored as palette PNGs where that looks the same (``assets.smaller_png``).
 
     cache: $COURSE_EMBED_ASSET_CACHE, else $XDG_CACHE_HOME/course_embed/site-assets, else ~/.cache/course_embed/...
     output: _build/html/_vendor/<package>-<version>/...
@@ -18,6 +20,7 @@ in ``_config.yml`` names a real repository, and the frames of matplotlib animati
 
 from __future__ import annotations
 
+import base64
 import html
 import os
 import posixpath
@@ -32,7 +35,7 @@ from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 from sphinx.util.osutil import relative_uri
 
-from .assets import LOCAL_COPIES, MATHJAX_JS, PACKAGES, VENDOR, WIDGET_JS, copy_package, fetch
+from .assets import LOCAL_COPIES, MATHJAX_JS, PACKAGES, VENDOR, WIDGET_JS, copy_package, fetch, smaller_png
 from .site_editions import EDITION_FOLDER
 
 logger = logging.getLogger(__name__)
@@ -123,9 +126,24 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # the script tag of a 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"  # the script tag of a notebook's stored widget state
 
 
+# A PNG inlined in an output (an animation's frames, in a JavaScript string whose lines end with a backslash).
+INLINE_PNG = re.compile(r"data:image/png;base64,((?:[A-Za-z0-9+/=]|\\\n)+)")
+
+
+def smaller_inline_pngs(text: str) -> str:
+    """``text`` with every PNG inlined as base64 (``INLINE_PNG``) made smaller by ``assets.smaller_png``."""
+
+    def smaller(match: re.Match) -> str:
+        data = base64.b64decode(match.group(1).replace("\\\n", ""))
+        better = smaller_png(data)
+        return match.group(0) if better is data else "data:image/png;base64," + base64.b64encode(better).decode()
+
+    return INLINE_PNG.sub(smaller, text)
+
+
 def _localise_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     """doctree-resolved: in raw HTML (notebook outputs), replace links to CDN files with links to the local copies,
-    and label animations."""
+    label animations and make their frames smaller."""
     if app.builder.format != "html":
         return
     page = app.builder.get_target_uri(docname)
@@ -136,7 +154,7 @@ def _localise_outputs(app: Sphinx, doctree: nodes.document, docname: str) -> Non
         for remote, local in LOCAL_COPIES.items():
             text = text.replace(remote, relative_uri(page, local))
         if '<div class="animation">' in text:
-            text = label_animation(text, _cell_alt(node))
+            text = smaller_inline_pngs(label_animation(text, _cell_alt(node)))
         view = f'<script type="{WIDGET_VIEW}"'
         if (alt := _cell_alt(node)) and view + ">" in text:
             text = text.replace(view + ">", f'{view} data-alt="{html.escape(alt)}">')
@@ -309,12 +327,40 @@ def remote_loads(html: str) -> list[str]:
     return parser.remote
 
 
+# The theme loads Sphinx's search scripts and the whole search index (120 kB, 210 kB in Chinese) on every page, for a
+# search-as-you-type the site does not turn on; the search box sends its query to the search page, which loads them.
+SEARCH_SCRIPTS = re.compile(
+    r'[ \t]*<script src="[^"]*(?:_static/searchtools\.js|_static/language_data\.js|searchindex\.js)"></script>\n?'
+)
+
+
+def without_search_scripts(text: str) -> str:
+    """A page (other than the search page) without ``SEARCH_SCRIPTS``."""
+    return SEARCH_SCRIPTS.sub("", text)
+
+
+def optimise_images(outdir: Path) -> tuple[int, int]:
+    """Make the figures in ``outdir/_images`` smaller (``assets.smaller_png``); returns the bytes before and after."""
+    before = after = 0
+    for path in sorted((outdir / "_images").glob("*.png")):
+        data = path.read_bytes()
+        better = smaller_png(data)
+        if better is not data:
+            path.write_bytes(better)
+        before, after = before + len(data), after + len(better)
+    return before, after
+
+
 def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
-    """build-finished: fix every page's markup (``accessible_page``), and warn (an error under ``-W``) for every
-    page that loads something from another host."""
+    """build-finished: fix every page's markup (``accessible_page``; the search scripts only on the search page),
+    make the figures smaller, and warn (an error under ``-W``) for every page that loads something from another
+    host."""
     if exception is not None or app.builder.format != "html":
         return
     outdir = Path(app.outdir)
+    before, after = optimise_images(outdir)
+    if before:
+        logger.info(f"figures: {before / 1e6:.2f} MB made {after / 1e6:.2f} MB (palette PNGs where they look the same)")
     for page in sorted(outdir.rglob("*.html")):
         relative = page.relative_to(outdir)
         if relative.parts[0] in {
@@ -325,7 +371,10 @@ def _finish_pages(app: Sphinx, exception: Exception | None) -> None:
         }:  # the Chinese edition is built on its own
             continue
         text = page.read_text(encoding="utf-8")
-        if (fixed := accessible_page(text)) != text:
+        fixed = accessible_page(text)
+        if relative != Path("search.html"):
+            fixed = without_search_scripts(fixed)
+        if fixed != text:
             page.write_text(fixed, encoding="utf-8")
         for load in remote_loads(fixed):
             logger.warning(

@@ -62,21 +62,31 @@ class SearchChineseTerms(SearchChinese):
 # Runs on the search page before Sphinx's search starts (DOMContentLoaded, registered before searchtools.js's own).
 SEARCH_JS = r"""document.addEventListener("DOMContentLoaded", () => {
   const CJK = /[\u3400-\u9fff]/;
-  const known = (word) => Object.hasOwn(Search._index.terms, word) || Object.hasOwn(Search._index.titleterms, word);
-  // A Chinese query word that the index lacks is looked up as the longest index words it is made of, left to right.
+  const known = (word) => {
+    const term = word.toLowerCase();  // the index holds its terms in lower case (KV缓存 as kv缓存)
+    return Object.hasOwn(Search._index.terms, term) || Object.hasOwn(Search._index.titleterms, term);
+  };
+  // A Chinese query that the index holds as one word once its spaces go (动态 NTK, √d 缩放, as the glossary writes
+  // them) is that word; otherwise a Chinese query word that the index lacks is looked up as the longest index words it
+  // is made of, left to right.
   const splitWords = splitQuery;
-  splitQuery = (query) => splitWords(query).flatMap((word) => {
-    if (!Search._index || !CJK.test(word) || known(word)) return [word];
-    const parts = [];
-    for (let start = 0, end; start < word.length; start = end) {
-      for (end = word.length; end > start + 1 && !known(word.slice(start, end)); end--);
-      if (end > start + 1) parts.push(word.slice(start, end));
-    }
-    return parts.length ? parts : [word];
-  });
+  splitQuery = (query) => {
+    const whole = query.replace(/\s+/g, "");
+    if (Search._index && CJK.test(whole) && known(whole)) return [whole];
+    return splitWords(query).flatMap((word) => {
+      if (!Search._index || !CJK.test(word) || known(word)) return [word];
+      const parts = [];
+      for (let start = 0, end; start < word.length; start = end) {
+        for (end = word.length; end > start + 1 && !known(word.slice(start, end)); end--);
+        if (end > start + 1) parts.push(word.slice(start, end));
+      }
+      return parts.length ? parts : [word];
+    });
+  };
 
   // A hit shows the sentence of the page's prose that holds the most query words, its mathematics typeset.
-  const BLOCKS = "p, li, dt, dd, td, th, h1, h2, h3, h4, h5, h6, figcaption, caption";
+  // (Not the page's title: the hit's link shows it.)
+  const BLOCKS = "p, li, dt, dd, td, th, h2, h3, h4, h5, h6, figcaption, caption";
   const SKIP = ".cell_input, .cell_output, pre, nav, .headerlink, .edition-switch, .translation-status";
   const BREAK = /(?<=[.!?])\s+(?=[A-Z(\[“"'0-9§])|(?<=[。！？])/;
   const sentences = (block) => {
@@ -124,15 +134,21 @@ SEARCH_JS = r"""document.addEventListener("DOMContentLoaded", () => {
     if (!main) return null;
     let scope = (anchor && main.querySelector(anchor)) || main.querySelector("article") || main;  // not the menus
     if (scope.tagName === "DT" && scope.nextElementSibling) scope = scope.nextElementSibling;  // a term: its definition
-    const words = [...keywords].map((k) => k.toLowerCase());
+    // Sphinx passes the query's stems ("rotari" for "rotary"), which the prose may not hold: a query word counts
+    // where the text holds the word as typed or its stem.
+    const stemmer = new Stemmer();
+    const typed = splitQuery(new URLSearchParams(location.search).get("q") || "").filter((w) => w.trim());
+    const terms = typed.length ? typed.map((w) => [w.toLowerCase(), stemmer.stemWord(w.toLowerCase())])
+                               : [...keywords].map((k) => [k.toLowerCase()]);
+    const words = terms.flat();
     let best = null;
     for (const block of [scope, ...scope.querySelectorAll(BLOCKS)]) {
       if (!block.matches(BLOCKS) || block.closest(SKIP) || block.querySelector(BLOCKS)) continue;
       for (const pieces of sentences(block)) {
-        const text = plain(pieces), hits = words.filter((w) => text.includes(w)).length;
+        const text = plain(pieces), hits = terms.filter((t) => t.some((w) => text.includes(w))).length;
         if (!best || hits > best.hits) best = {hits, pieces};
       }
-      if (best && best.hits === words.length) break;
+      if (best && best.hits === terms.length) break;
     }
     if (!best) return null;
     const summary = document.createElement("p");

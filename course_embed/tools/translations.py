@@ -117,15 +117,39 @@ KEY_TERMS = (
     "logits",
     "LayerNorm",
     "dropout",
+    "kernel",
+    "half precision",
+    "nat",
+    "wall-clock time",
+    # kept in English on purpose (the glossary gives them no Chinese name): the translation keeps the name
+    "float16",
+    "bfloat16",
+    "LongRoPE",
+    "YaRN",
 )
 
 
 # Key terms that the Chinese text never leaves in English (outside code and math), except as a gloss.
-_ONE_NAME = {"logits", "LayerNorm", "dropout"}
-# Second names that earlier translations gave a glossary term (the glossary's name is the one to write), and names of
-# ideas the glossary does not list, each with the one the edition uses.
-OTHER_NAMES = {"嵌入表": "embedding table", "词元表": "embedding table"}
-ONE_NAME_OUTSIDE_GLOSSARY = {"挂钟时间": "墙钟时间", "快速对": "快对", "慢速对": "慢对"}
+_ONE_NAME = {"logits", "LayerNorm", "dropout", "nat"}
+# English phrases in which a key term's word names another idea: "neural tangent kernel" is 神经正切核, not a 内核.
+_OTHER_IDEAS = re.compile(r"neural tangent kernel", re.I)
+# Other names that translations gave an idea the glossary names: each (a pattern) with the glossary's English term
+# and the name to write, which is the glossary's Chinese name of the term, or holds it (fast pairs are 高频维度对), or,
+# where the glossary keeps the English name, that name.
+OTHER_NAMES = {
+    "嵌入表": ("embedding table", "嵌入矩阵"),
+    "词元表": ("embedding table", "嵌入矩阵"),
+    "融合算子": ("fused kernel", "融合内核"),
+    "挂钟时间": ("wall-clock time", "墙钟时间"),
+    "长上下文旋转位置编码": ("LongRoPE", "LongRoPE"),
+    "快频率对": ("dimension pair", "高频维度对"),
+    "慢频率对": ("dimension pair", "低频维度对"),
+    "频率对": ("dimension pair", "维度对"),
+    "(?<![很加变缓赶尽])快(?:速)?对(?![齐话应待比照])": ("dimension pair", "高频维度对"),
+    "(?<![很加变缓赶尽])慢(?:速)?对(?![齐话应待比照])": ("dimension pair", "低频维度对"),
+    "快速维度对": ("dimension pair", "高频维度对"),
+    "慢速维度对": ("dimension pair", "低频维度对"),
+}
 
 
 def glossary_terms(glossary: Path = ROOT / "book" / "glossary.md") -> dict[str, list[str]]:
@@ -149,14 +173,20 @@ def _term_pattern(term: str) -> re.Pattern:
 
 def term_problems(msgid: str, msgstr: str, terms: dict[str, list[str]]) -> list[str]:
     """The key terms that ``msgid`` names (outside code, math and link targets) and ``msgstr`` does not render with
-    the glossary's Chinese name."""
+    the glossary's Chinese name (or keep in English, where the glossary gives none), and the other names of an idea
+    (``OTHER_NAMES``) that ``msgstr`` uses."""
     if msgid.strip() in terms:
         return []  # a glossary entry's own name, kept as it is: chapters reference the entry by it
-    prose, translated = _NOT_WORDS.sub(" ", msgid), _NOT_WORDS.sub(" ", msgstr)
+    prose, translated = _OTHER_IDEAS.sub(" ", _NOT_WORDS.sub(" ", msgid)), _NOT_WORDS.sub(" ", msgstr)
+    named = [term for term in KEY_TERMS if term in terms and _term_pattern(term).search(prose)]
+    # a term with a Chinese name is written with it; a term the glossary keeps in English keeps its English name
     missing = [
-        f"{term!r} is {' or '.join(terms[term])}"
-        for term in KEY_TERMS
-        if terms.get(term) and _term_pattern(term).search(prose) and not any(zh in msgstr for zh in terms[term])
+        f"{term!r} is {' or '.join(terms[term])}" for term in named if terms[term] and not _named(msgstr, terms[term])
+    ]
+    missing += [
+        f"{term!r} keeps its English name"
+        for term in named
+        if not terms[term] and not _term_pattern(term).search(msgstr)
     ]
     # one name per idea: the English term is left only as a gloss right after its Chinese name, 层归一化（LayerNorm）
     left = [
@@ -166,11 +196,15 @@ def term_problems(msgid: str, msgstr: str, terms: dict[str, list[str]]) -> list[
         for found in _term_pattern(term).finditer(translated)
         if not translated[: found.start()].endswith(tuple(f"{zh}{bold}（" for zh in terms[term] for bold in ("", "**")))
     ]
-    for other, term in OTHER_NAMES.items():
-        if other in translated and terms.get(term) and other not in terms[term]:
-            left.append(f"{other!r} is a second name of {term!r}: write {terms[term][0]}")
-    left += [f"{other!r}: write {name}" for other, name in ONE_NAME_OUTSIDE_GLOSSARY.items() if other in translated]
+    for other, (term, name) in OTHER_NAMES.items():
+        if (seen := re.search(other, translated)) and seen.group(0) not in terms.get(term, []):
+            left.append(f"{seen.group(0)!r} is a second name of {term!r}: write {name}")
     return missing + left
+
+
+def _named(msgstr: str, names: list[str]) -> bool:
+    """True if ``msgstr`` holds one of ``names``."""
+    return any(name in msgstr for name in names)
 
 
 _CODE = re.compile(r"`+[^`]+?`+")

@@ -263,25 +263,48 @@ def test_heatmap_shows_the_table_with_fast_dimensions_on_the_left():
 def test_explorer_figure_draws_the_table_and_its_columns():
     fig = sinusoidal.plot_explorer(d_model=32, base=1000.0, positions=50, halves=False)
     table = sinusoidal_table(50, 32, 1000.0).numpy()
-    heat, curves = fig.axes[0], fig.axes[2]  # axes[1] is the colorbar
+    heat, curves = fig.axes[0], fig.axes[1]  # axes[2] is the colorbar
     np.testing.assert_array_equal(heat.images[0].get_array(), table)
-    halves = sinusoidal.plot_explorer(d_model=32, base=1000.0, positions=50).axes[0].images[0].get_array()
+    halves = sinusoidal.plot_explorer(d_model=32, base=1000.0, positions=50, halves=True).axes[0].images[0].get_array()
     np.testing.assert_array_equal(halves, sinusoidal.halves_layout(torch.from_numpy(table)).numpy())
     assert sinusoidal.explorer_dims(32) == [0, 4, 8, 16]
-    for line, j in zip(curves.lines, sinusoidal.explorer_dims(32), strict=False):
+    dims = sinusoidal.explorer_dims(32)
+    for line, j in zip(curves.lines, dims, strict=True):
         np.testing.assert_array_equal(line.get_ydata(), table[:, j])
-        assert line.get_label().startswith(f"sine of pair {j // 2} ")
+        assert line.get_label().startswith(f"dim {j}: sine of pair {j // 2} ")
+    # a triangle of each curve's colour marks its column: dimension j interleaved, column j // 2 in [sin | cos]
+    for layout, columns in ((False, dims), (True, [j // 2 for j in dims])):
+        fig = sinusoidal.plot_explorer(d_model=32, base=1000.0, positions=50, halves=layout)
+        marks, lines = fig.axes[0].lines, fig.axes[1].lines
+        assert [m.get_xdata()[0] for m in marks] == columns
+        assert [m.get_color() for m in marks] == [line.get_color() for line in lines]
+
+
+def test_windowed_mean_matches_the_mean_of_each_window():
+    values = torch.randn(300, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    means = sinusoidal.windowed_mean(values)
+    assert len(means) == int(299 / 1.1) + 1
+    for k in (0, 1, 9, 10, 57, len(means) - 1):
+        window = values[int(0.9 * k) : int(1.1 * k) + 1]
+        assert math.isclose(means[k].item(), window.mean().item(), rel_tol=0, abs_tol=1e-12)
+    with pytest.raises(ValueError, match="need 0 < low <= 1 <= high"):
+        sinusoidal.windowed_mean(values, low=1.2)
 
 
 def test_dot_by_offset_figure_plots_the_closed_form_and_marks_the_first_rise():
     fig = sinusoidal.plot_dot_by_offset(max_offset=200, d_models=(64,))
     ax = fig.axes[0]
-    curve, marker = ax.lines
+    curve, marker, trend = ax.lines[:3]
     dots = sinusoidal.dot_by_offset(200, 64) / 32
     np.testing.assert_allclose(curve.get_ydata(), dots[1:].numpy(), rtol=0, atol=1e-15)
     np.testing.assert_array_equal(curve.get_xdata(), np.arange(1, 201))
     rise = sinusoidal.first_rise(64)
     assert list(marker.get_xdata()) == [rise] and ax.get_xscale() == "log"
+    # the trend: at offset k, the mean of the closed form over offsets 0.9k .. 1.1k, drawn from k = 20
+    wide = sinusoidal.dot_by_offset(221, 64) / 32
+    assert trend.get_xdata()[0] == 20 and trend.get_xdata()[-1] == 200
+    for x, y in zip(trend.get_xdata()[::30], trend.get_ydata()[::30], strict=True):
+        assert math.isclose(y, wide[int(0.9 * x) : int(1.1 * x) + 1].mean().item(), abs_tol=1e-12)
 
 
 def test_unseen_angles_figure():

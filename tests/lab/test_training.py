@@ -117,6 +117,24 @@ def test_tasks():
     ids, targets = tr.position_task(5, 6)(4, 0, g)
     assert (ids[:, 0] == 0).all() and (ids[:, 1:] > 0).all()
     assert torch.equal(targets, torch.arange(6).expand(4, 6))
+    ids, targets = tr.position_task(5, 6, start_token=False)(400, 0, g)
+    assert (ids > 0).all() and set(ids[:, 0].tolist()) == {1, 2, 3, 4}  # the first token is as random as the rest
+    assert torch.equal(targets, torch.arange(6).expand(400, 6))
+
+
+def test_panels_take_one_chance_level_or_one_per_panel():
+    steps, accuracy = torch.tensor([1, 2]), torch.rand(2, 4)
+    panels = {"a": {"x": [0, 1]}, "b": {"y": [2, 3]}}
+    fig = tr.plot_training_panels(steps, accuracy, panels, chance=[0.5, 0.25])
+    levels = [[line.get_ydata()[0] for line in ax.lines if line.get_label() == "chance"] for ax in fig.axes]
+    assert levels == [[0.5], [0.25]]
+    fig = tr.plot_training_panels(steps, accuracy, panels, chance=0.1)
+    assert [[line.get_ydata()[0] for line in ax.lines if line.get_label() == "chance"] for ax in fig.axes] == [
+        [0.1],
+        [0.1],
+    ]
+    with pytest.raises(ValueError, match="one per panel"):
+        tr.plot_training_panels(steps, accuracy, panels, chance=[0.5])
 
 
 def test_training_learns_is_deterministic_and_restores_threads():

@@ -28,8 +28,9 @@ def test_explorer_starts_from_the_defaults_and_shows_a_png():
     assert plt.get_fignums() == before  # the figure is closed: a notebook shows it only inside the widget
     d, base, s = (widgets.EXPLORER_DEFAULTS[k] for k in ("d_model", "base", "positions"))
     assert (explorer.d_model.value, explorer.base.value, explorer.positions.value) == (d, base, s)
-    assert explorer.halves.value is widgets.EXPLORER_DEFAULTS["halves"] is True
-    expected = sinusoidal.halves_layout(sinusoidal_table(s, d, base))
+    # interleaved by default: the layout whose dimension indices the chapter and the curves' labels use
+    assert explorer.halves.value is widgets.EXPLORER_DEFAULTS["halves"] is False
+    expected = sinusoidal_table(s, d, base)
     np.testing.assert_array_equal(heatmap(explorer), expected.numpy())
     assert isinstance(explorer.widget, ipywidgets.VBox) and explorer.image in explorer.widget.children
     png = Image.open(io.BytesIO(explorer.image.value))
@@ -48,8 +49,8 @@ def test_moving_the_sliders_redraws_from_the_table():
     explorer.base.value = 1000.0
     table = sinusoidal_table(70, 48, 1000.0).numpy()
     np.testing.assert_array_equal(heatmap(explorer), table)
-    curves = explorer.figure.axes[2]
-    for line, j in zip(curves.lines, sinusoidal.explorer_dims(48), strict=False):
+    curves = explorer.figure.axes[1]  # axes[2] is the colorbar
+    for line, j in zip(curves.lines, sinusoidal.explorer_dims(48), strict=True):
         np.testing.assert_array_equal(line.get_ydata(), table[:, j])
     assert explorer.image.value != first_png
 

@@ -240,3 +240,32 @@ def test_feedback_shows_of_the_hidden_tests_only_what_results_json_shows_before_
     data = results_json(results, "", 1.0)
     assert data["output_format"] == "text" and all(t["output_format"] == "text" for t in data["tests"])
     assert [t["visibility"] for t in data["tests"]] == ["visible", "after_published"]
+
+
+def test_ctrl_c_while_reading_kills_the_readers_and_reads_no_further_file(tmp_path, monkeypatch):
+    """Each file is read in a child of its own: Ctrl-C (or SIGTERM, raised the same way) kills the children
+    reading now and cancels the files still waiting, instead of reading the whole class first."""
+    import _thread
+    import signal
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setattr(notebook, "_CHILD", f"import os, time; open('{pids}/' + str(os.getpid()), 'w'); time.sleep(60)")
+    _hand_in(tmp_path / "class", {f"s{i:02d}/03.ipynb": "03_sinusoidal" for i in range(20)})
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(1.5, _thread.interrupt_main)
+    start = time.monotonic()
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            find_submissions([tmp_path / "class"], jobs=2)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert time.monotonic() - start < 10
+    started = [int(p.name) for p in pids.iterdir()]
+    assert 1 <= len(started) <= 4  # two at a time, the rest never started
+    time.sleep(0.5)
+    for pid in started:  # killed and reaped, not left sleeping
+        assert not os.path.exists(f"/proc/{pid}") or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]

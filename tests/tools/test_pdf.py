@@ -2,6 +2,8 @@
 page and the book's contents with the right page numbers, a number on every page, a bookmark for every section, and
 every code and output line of the chapters whole, in both editions."""
 
+import io
+import logging
 import re
 import unicodedata
 
@@ -249,3 +251,57 @@ def test_the_chinese_pdf_is_a_book_too(chinese_pdf):
     assert re.sub(r"\s+", "", chinese_pdf.pages[1].extract_text()).startswith("目录")
     _whole_lines(chinese_pdf)
     _no_near_empty_pages(chinese_pdf, least=75)  # a Chinese character says about what two English letters do
+
+
+def _images_sharing_a_profile() -> bytes:
+    """A PDF of four pages, each with an image, the four sharing one ICC profile through the array ``[/ICCBased ref]``
+    in each image's dictionary, as in Chromium's PDF."""
+    from pypdf import PdfWriter
+    from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject, NumberObject
+
+    writer = PdfWriter()
+    profile = DecodedStreamObject()
+    profile.set_data(b"an ICC profile")
+    profile[NameObject("/N")] = NumberObject(3)
+    shared = writer._add_object(profile)
+    for number in range(4):
+        page = writer.add_blank_page(100, 100)
+        image = DecodedStreamObject()
+        image.set_data(bytes([number]) * 3)
+        image.update(
+            {
+                NameObject("/Type"): NameObject("/XObject"),
+                NameObject("/Subtype"): NameObject("/Image"),
+                NameObject("/Width"): NumberObject(1),
+                NameObject("/Height"): NumberObject(1),
+                NameObject("/BitsPerComponent"): NumberObject(8),
+                NameObject("/ColorSpace"): ArrayObject([NameObject("/ICCBased"), shared]),
+            }
+        )
+        images = DictionaryObject({NameObject("/Im"): writer._add_object(image)})
+        page[NameObject("/Resources")] = DictionaryObject({NameObject("/XObject"): images})
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_the_copy_of_a_printed_book_warns_only_of_what_is_wrong(caplog):
+    """pypdf copies a stream that several arrays share once per array and then warns that the copy holds more objects
+    than the original: ``pdf.clone`` holds that warning back when those copies explain it, not otherwise."""
+    from pypdf import PdfWriter
+
+    data = _images_sharing_a_profile()
+    with caplog.at_level(logging.WARNING, logger="pypdf"):
+        PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
+    assert "exceeds defined trailer size" in caplog.text  # the cause, as pypdf has it
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pypdf"):
+        writer = pdf.clone(PdfReader(io.BytesIO(data)))
+    assert caplog.text == ""
+    assert len(writer.pages) == 4
+    size = int(re.search(rb"/Size (\d+)", data).group(1))
+    short = data.replace(b"/Size %d" % size, b"/Size %d" % (size - 2))  # a trailer that is wrong for another reason
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pypdf"):
+        pdf.clone(PdfReader(io.BytesIO(short)))
+    assert "exceeds defined trailer size" in caplog.text

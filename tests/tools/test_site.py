@@ -1,16 +1,17 @@
 """The built site in a real browser: headless Chromium or Chrome, driven by Playwright, with the network cut off.
 
 Every HTML page of the site, both editions (the Chinese one in ``zh/``), is served from localhost and opened once. Any
-request to another host is blocked and recorded (the site must work offline); console errors, uncaught exceptions and
-failed requests are recorded; then each page is checked: images loaded and described by alt text, math typeset by
-MathJax without TeX errors, ipywidgets rendered from their stored state, matplotlib animations step when their controls
-are used, and every internal link resolves (the file exists and so does the #anchor on it). axe-core (fetched from npm
-and cached like MathJax) checks each page for accessibility problems; then the page is laid out at a phone's width (390
-px), where nothing may stick out of the content column except inside a block that scrolls (code, outputs, tables, wide
-equations). A full-page screenshot of every page at both widths is kept for a person to look at, in
-``_build/screenshots/`` (``phone/`` for 390 px; or ``$COURSE_EMBED_SCREENSHOTS``). Each page declares its language
-(``lang="zh-CN"`` in the Chinese edition, which axe checks too), and Chinese text is drawn with real glyphs. The search
-is tested in ``test_site_search.py``.
+request to another host is blocked and recorded (the site must work offline); console errors and warnings, uncaught
+exceptions and failed requests are recorded, and the bytes of everything the page loads (every page under 3 MB, the
+search index only on the search page); then each page is checked: images loaded and described by alt text, math
+typeset by MathJax without TeX errors, ipywidgets rendered from their stored state, matplotlib animations step when
+their controls are used and every control's symbol is drawn by an installed font, and every internal link resolves
+(the file exists and so does the #anchor on it). axe-core (fetched from npm and cached like MathJax) checks each page
+for accessibility problems; then the page is laid out at a phone's width (390 px), where nothing may stick out of the
+content column except inside a block that scrolls (code, outputs, tables, wide equations). A full-page screenshot of
+every page at both widths is kept for a person to look at, in ``_build/screenshots/`` (``phone/`` for 390 px; or
+``$COURSE_EMBED_SCREENSHOTS``). Each page declares its language (``lang="zh-CN"`` in the Chinese edition, which axe
+checks too), and Chinese text is drawn with real glyphs. The search is tested in ``test_site_search.py``.
 
 Browser: ``course_embed.tools.browser.find_browser()``: ``$COURSE_EMBED_BROWSER``, else Chromium or Chrome under its
 usual name (pytest's header says which).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import html.parser
+import io
 import os
 import time
 from dataclasses import dataclass, field
@@ -28,8 +30,9 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
+from PIL import Image
 
-from course_embed.tools import browser, pdf
+from course_embed.tools import assets, browser, pdf
 
 from .test_notebooks import ROOT, toc_files
 
@@ -97,9 +100,22 @@ INSPECT = (
 )
 
 # Steps every matplotlib to_jshtml animation on the page: a click on "Next frame", the slider to its last frame,
-# then "First frame" and "Play": after 1.5 s it must have moved on.
+# then "First frame" and "Play": after 1.5 s it must have moved on. And lists the controls whose symbol no font draws.
 STEP_ANIMATIONS = """async () => {
   const frame = () => new Promise(r => setTimeout(r, 100));
+  await document.fonts.ready;
+  // A control's symbol (its text, or an icon font's ::before) is drawn by a font that has it: its image differs from
+  // what the same font draws for a code point no font has (an empty box).
+  const canvas = document.createElement('canvas'); canvas.width = canvas.height = 48;
+  const g = canvas.getContext('2d');
+  const draw = (text, font) => { g.clearRect(0, 0, 48, 48); g.font = '32px ' + font; g.fillText(text, 4, 38);
+                                 const d = g.getImageData(0, 0, 48, 48).data; return d.some(v => v) ? d.join() : ''; };
+  const drawn = button => {
+    const icon = button.querySelector('i'), style = getComputedStyle(icon || button, icon ? '::before' : null);
+    const text = icon ? style.content.replace(/^"|"$/g, '') : button.textContent.trim();
+    const image = draw(text, style.fontFamily);
+    return Boolean(image) && image !== draw('\\u{10FFFD}', style.fontFamily);
+  };
   const results = [];
   for (const anim of document.querySelectorAll('div.animation')) {
     const img = anim.querySelector('img'), slider = anim.querySelector('input.anim-slider');
@@ -119,6 +135,7 @@ STEP_ANIMATIONS = """async () => {
       anim.querySelector('button[title="Pause"]').click();
       result.plays = Number(slider.value) > 0;
     }
+    result.missing_glyphs = [...anim.querySelectorAll('button')].filter(b => !drawn(b)).map(b => b.title);
     results.push(result);
   }
   return results;
@@ -177,6 +194,7 @@ class PageReport:
     path: str
     opened: float = field(default_factory=time.time)
     console_errors: list[str] = field(default_factory=list)
+    console_warnings: list[str] = field(default_factory=list)
     failed_requests: list[str] = field(default_factory=list)
     remote_requests: list[str] = field(default_factory=list)
     seen: dict = field(default_factory=dict)
@@ -249,8 +267,10 @@ def reports(built_site, site_url, chromium, axe_js) -> dict[str, PageReport]:
         page.route("**/*", browser.offline(site_url, report.remote_requests))
         page.on(
             "console",
-            lambda m, r=report: m.type == "error"
-            and r.console_errors.append(f"{m.text} ({m.location.get('url', '')}:{m.location.get('lineNumber', '')})"),
+            lambda m, r=report: m.type in {"error", "warning"}
+            and (r.console_errors if m.type == "error" else r.console_warnings).append(
+                f"{m.text} ({m.location.get('url', '')}:{m.location.get('lineNumber', '')})"
+            ),
         )
         page.on("pageerror", lambda e, r=report: r.console_errors.append(f"uncaught: {e}"))
         page.on("requestfailed", lambda q, r=report: r.failed_requests.append(f"{q.url}: {q.failure}"))
@@ -333,6 +353,10 @@ def test_no_console_errors(reports):
     assert not _problems(reports, lambda r: r.console_errors)
 
 
+def test_no_console_warnings(reports):
+    assert not _problems(reports, lambda r: r.console_warnings)
+
+
 def test_no_failed_requests(reports):
     assert not _problems(reports, lambda r: r.failed_requests)
 
@@ -374,6 +398,8 @@ def test_animations_step_with_their_controls(reports):
         for anim in report.animations:
             expected_next = {"value": 1, "changed": True}
             expected_slide = {"value": anim["frames"] - 1, "changed": True, "ok": True}
+            if anim["missing_glyphs"]:
+                found.append(f"controls drawn as empty boxes: {anim['missing_glyphs']}")
             if not (
                 anim["first_ok"]
                 and anim["frames"] > 1
@@ -459,8 +485,29 @@ def test_a_page_loads_the_widget_embedder_only_when_it_shows_a_widget(reports):
         return embedder if not report.seen["widget_views"] else []
 
     assert not _problems(reports, problems)
-    heavy = {path: round(sum(r.loaded.values()) / 1e6, 2) for path, r in reports.items()}
-    assert all(0.1 < weight < 6 for weight in heavy.values()), heavy  # the weights were recorded, none balloons
+
+
+def test_only_the_search_page_loads_the_search_index(reports):
+    def problems(report):
+        search = [url for url in report.loaded if url.split("?")[0].endswith(("searchindex.js", "searchtools.js"))]
+        return [] if report.path.endswith("search.html") else search
+
+    assert not _problems(reports, problems)
+    assert all(
+        any(url.split("?")[0].endswith("searchindex.js") for url in reports[f"{edition}search.html"].loaded)
+        for edition in EDITIONS
+    )
+
+
+# Everything a page loads, uncompressed: the theme, MathJax (1.2 MB, on every page: titles with mathematics are in
+# every page's navigation), the page and its figures.
+MOST_MB = 3.0
+
+
+def test_every_page_weighs_under_3_mb(reports):
+    weights = {path: round(sum(r.loaded.values()) / 1e6, 2) for path, r in reports.items()}
+    assert all(weight > 0.1 for weight in weights.values()), weights  # the weights were recorded
+    assert not {path: weight for path, weight in weights.items() if weight >= MOST_MB}
 
 
 def test_the_pdf_is_linked_from_the_site(built_site, reports, site_url):
@@ -469,3 +516,15 @@ def test_the_pdf_is_linked_from_the_site(built_site, reports, site_url):
     for edition in EDITIONS:
         linked = [path for path, r in reports.items() if f"{site_url}{edition}{pdf.PDF_NAME}" in r.seen["links"]]
         assert f"{edition}book/pdf.html" in linked
+
+
+def test_the_figures_are_served_as_small_as_they_look(built_site):
+    """Every figure of both editions is a palette PNG or one that ``assets.smaller_png`` cannot make smaller."""
+    figures = sorted(built_site.html.glob("_images/*.png")) + sorted(built_site.zh.glob("_images/*.png"))
+    assert len(figures) > 20
+    left = []
+    for figure in figures:
+        data = figure.read_bytes()
+        if Image.open(io.BytesIO(data)).mode != "P" and assets.smaller_png(data) is not data:
+            left.append(figure.name)
+    assert not left

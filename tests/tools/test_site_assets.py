@@ -423,3 +423,74 @@ def test_an_animations_own_description_gives_way_to_its_cells_translated_alt_tex
     labelled = site.label_animation(own + '<input id="_anim_sliderq"></div>', "指针在转")
     assert 'alt="指针在转"' in labelled and 'aria-label="指针在转"' in labelled and "Hands" not in labelled
     assert site.label_animation(own, "") == own  # no cell alt text: the own description is kept
+
+
+def _figure_png() -> bytes:
+    """A matplotlib figure as the chapters store one: lines, text and anti-aliased edges on white."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(5, 2.5), dpi=100)
+    x = np.linspace(0, 6, 200)
+    for k in range(4):
+        ax.plot(x, np.sin(x * (k + 1)), label=f"pair {k}")
+    ax.set_xlabel("position")
+    ax.set_ylabel("value")
+    ax.legend()
+    out = io.BytesIO()
+    fig.savefig(out, format="png")
+    plt.close(fig)
+    return out.getvalue()
+
+
+def test_a_figure_becomes_a_palette_png_that_looks_the_same():
+    from PIL import Image
+
+    data = _figure_png()
+    smaller = assets.smaller_png(data)
+    assert len(smaller) < len(data) / 2
+    assert Image.open(io.BytesIO(smaller)).mode == "P"
+    assert assets._psnr(Image.open(io.BytesIO(data)), Image.open(io.BytesIO(smaller))) >= assets.LEAST_PSNR_DB
+    assert assets.smaller_png(data) == smaller  # the same figure gives the same bytes
+    assert assets.smaller_png(smaller) is smaller  # and it is made smaller once
+
+
+def test_a_photograph_keeps_its_colours():
+    """Noise (a photograph's worth of colours) loses too much as a palette image: it stays as it is, or is only
+    re-encoded without loss."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "PNG")
+    smaller = assets.smaller_png(out.getvalue())
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(smaller)).convert("RGB")), pixels)
+    assert assets.smaller_png(b"not a png") == b"not a png"
+
+
+def test_an_animations_frames_are_made_smaller_in_place():
+    """to_jshtml stores each frame as base64 in a JavaScript string, its lines ended by a backslash."""
+    from PIL import Image
+
+    data = _figure_png()
+    encoded = base64.encodebytes(data).decode().replace("\n", "\\\n")
+    text = f'  frames[0] = "data:image/png;base64,{encoded}"\n  frames[1] = "data:image/png;base64,{encoded}"\n'
+    smaller = site.smaller_inline_pngs(text)
+    frames = re.findall(r'"data:image/png;base64,([^"]*)"', smaller)
+    assert len(frames) == 2 and len(smaller) < len(text) / 2
+    assert Image.open(io.BytesIO(base64.b64decode(frames[0]))).mode == "P"
+
+
+def test_the_search_scripts_leave_every_page_but_the_search_page():
+    head = (
+        '<meta charset="utf-8" />\n    <script src="../_static/searchtools.js"></script>\n'
+        '    <script src="../_static/language_data.js"></script>\n    <script src="../searchindex.js"></script>\n'
+        '    <script src="../_static/doctools.js?v=9a2dae69"></script>\n'
+    )
+    assert site.without_search_scripts(head) == (
+        '<meta charset="utf-8" />\n    <script src="../_static/doctools.js?v=9a2dae69"></script>\n'
+    )

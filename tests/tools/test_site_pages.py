@@ -22,7 +22,16 @@ CORE = [
 ]
 # Terms that Chinese texts use untranslated.
 # names of formats, APIs and methods, used as they are in Chinese texts too
-UNTRANSLATED = {"bfloat16", "EmbeddingBag", "padding_idx", "rope_scaling", "YaRN", "torch.compile"}
+UNTRANSLATED = {
+    "bfloat16",
+    "float16",
+    "EmbeddingBag",
+    "LongRoPE",
+    "padding_idx",
+    "rope_scaling",
+    "YaRN",
+    "torch.compile",
+}
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 

@@ -1,5 +1,7 @@
 """course_embed.tools.translations: the Chinese edition's catalogues are complete, current and consistent."""
 
+import re
+
 import pytest
 from babel.messages.catalog import Catalog
 from babel.messages.pofile import write_po
@@ -57,10 +59,31 @@ def test_every_translation_keeps_the_markup_and_the_glossarys_terms(catalogues):
 
 def test_every_key_term_has_its_chinese_name_in_the_glossary():
     terms = tr.glossary_terms()
-    assert {term: terms.get(term) for term in tr.KEY_TERMS if not terms.get(term)} == {}
+    assert [term for term in tr.KEY_TERMS if term not in terms] == []
+    # kept in English on purpose, and said so in the glossary's opening
+    kept = {term for term in tr.KEY_TERMS if not terms[term]}
+    assert kept == {"float16", "bfloat16", "LongRoPE", "YaRN"}
+    opening = (ROOT / "book" / "glossary.md").read_text(encoding="utf-8").split(":::{glossary}", 1)[0]
+    assert all(term in opening for term in kept - {"YaRN"}) and "keeps its English name" in opening
     assert terms["positional encoding"] == ["位置编码"]
     assert terms["key padding mask"] == ["填充掩码", "键填充掩码"]
     assert terms["RoPE"] == ["旋转位置编码"]  # a second English name of the same entry
+    assert terms["kernel"] == ["内核"] and terms["fused kernel"] == ["融合内核"]
+    assert terms["half precision"] == ["半精度"] and terms["float16"] == []
+
+
+def test_one_chinese_name_names_one_idea():
+    """No Chinese name is given to two glossary entries, and every other name the checker rejects points to an entry
+    and to the name that entry gives (or holds it: 高频维度对 is a 维度对)."""
+    entries = {}
+    for chinese in tr.glossary_terms().values():
+        for name in chinese:
+            entries.setdefault(name, set()).add(tuple(chinese))
+    assert {name: found for name, found in entries.items() if len(found) > 1} == {}
+    terms = tr.glossary_terms()
+    for other, (term, name) in tr.OTHER_NAMES.items():
+        assert term in terms, other
+        assert any(zh in name for zh in terms[term]) if terms[term] else name == term, (other, term, name)
 
 
 def test_term_problems_finds_a_term_left_in_english_or_translated_otherwise():
@@ -75,8 +98,8 @@ def test_term_problems_finds_a_term_left_in_english_or_translated_otherwise():
 
 
 def test_term_problems_finds_a_second_name_for_one_idea():
-    """logits, LayerNorm and dropout have one Chinese name each (the glossary's); the English word stays only as a
-    gloss right after it."""
+    """logits, LayerNorm, dropout and nats have one Chinese name each (the glossary's); the English word stays only as
+    a gloss right after it. An idea's other names (OTHER_NAMES) are found wherever they stand."""
     terms = tr.glossary_terms()
     assert tr.term_problems("The logits and LayerNorm.", "对数几率（logits）与层归一化（LayerNorm）。", terms) == []
     assert tr.term_problems("The logits.", "**对数几率**（logits）。", terms) == []
@@ -89,9 +112,41 @@ def test_term_problems_finds_a_second_name_for_one_idea():
     ]
     assert tr.term_problems("Call `nn.LayerNorm`.", "调用 `nn.LayerNorm`。", terms) == []  # code keeps its name
     assert tr.term_problems("The table.", "这张嵌入表。", terms) == [
-        f"'嵌入表' is a second name of 'embedding table': write {terms['embedding table'][0]}"
+        "'嵌入表' is a second name of 'embedding table': write 嵌入矩阵"
     ]
-    assert tr.term_problems("Wall-clock time.", "挂钟时间。", terms) == ["'挂钟时间': write 墙钟时间"]
+    assert tr.term_problems("Wall-clock time.", "挂钟时间。", terms) == [
+        "'wall-clock time' is 墙钟时间",
+        "'挂钟时间' is a second name of 'wall-clock time': write 墙钟时间",
+    ]
+    assert tr.term_problems("It costs 0.3 nats.", "它的代价是 0.3 nats。", terms) == [
+        "'nat' is 奈特",
+        "'nat' left in English: write 奈特",
+    ]
+    assert tr.term_problems("In nats per byte.", "单位为每字节奈特（nats per byte）。", terms) == []
+
+
+@pytest.mark.parametrize(
+    "msgid, msgstr, problem",
+    [
+        ("A fused kernel.", "一个融合内核。", None),
+        ("A fused kernel.", "一个融合算子。", "'融合算子' is a second name of 'fused kernel': write 融合内核"),
+        ("One kernel per operator.", "每个算子一个内核。", None),  # op and kernel are two ideas, 算子 and 内核
+        ("One kernel.", "一个核函数。", "'kernel' is 内核"),
+        ("NTK is the neural tangent kernel.", "NTK 即神经正切核。", None),  # another idea, not a 内核
+        ("The slow pairs.", "慢频率对。", "'慢频率对' is a second name of 'dimension pair': write 低频维度对"),
+        ("The fast pairs.", "快对。", "'快对' is a second name of 'dimension pair': write 高频维度对"),
+        ("The fast pairs.", "高频维度对。", None),
+        ("It aligns quickly.", "它很快对齐了。", None),  # 快对 inside other words
+        ("The pairs.", "各个频率对。", "'频率对' is a second name of 'dimension pair': write 维度对"),
+        ("In half precision.", "用半精度。", None),
+        ("In float16 or bfloat16.", "用半精度。", "'float16' keeps its English name"),
+        ("LongRoPE searches.", "长上下文旋转位置编码搜索。", "'LongRoPE' keeps its English name"),
+        ("LongRoPE searches.", "LongRoPE 搜索。", None),
+    ],
+)
+def test_term_problems_finds_other_names_and_english_names_kept_on_purpose(msgid, msgstr, problem):
+    found = tr.term_problems(msgid, msgstr, tr.glossary_terms())
+    assert (found == []) if problem is None else problem in found, found
 
 
 @pytest.mark.parametrize(
@@ -154,3 +209,28 @@ def test_the_theme_catalogue_is_complete():
     words = {m.id: m.string for m in tr.read_catalogue(tr.CATALOGUES / "theme.po") if m.id}
     assert words and all(words.values())
     assert words["Search this book..."] == "搜索本书……"
+
+
+@pytest.mark.parametrize("page", ["03_sinusoidal", "05_long_sequences"])
+def test_the_animations_alt_text_and_controls_are_in_chinese(page):
+    """A chapter's animation (its stored output) in the Chinese edition: its frames carry the cell's translated alt
+    text, and its buttons, slider and repetition modes are named in Chinese (theme.po)."""
+    import nbformat
+
+    from course_embed.tools import site, site_editions
+
+    cells = nbformat.read(ROOT / "book" / f"{page}.ipynb", as_version=4).cells
+    cell, output = next(
+        (c, o["data"]["text/html"])
+        for c in cells
+        for o in c.get("outputs", [])
+        if "_anim_img" in o.get("data", {}).get("text/html", "")
+    )
+    alt = {m.id: m.string for m in tr.read_catalogue(tr.CATALOGUES / "book" / f"{page}.po")}[
+        cell.metadata["mystnb"]["image"]["alt"]
+    ]
+    words = site_editions.theme_words(ROOT, ["locales"], tr.LANGUAGE)
+    shown = site_editions.translate_theme(site.label_animation(output, alt), words)
+    named = re.findall(r'(?:alt|title|aria-label)="([^"]*)"', shown) + re.findall(r"<label[^>]*>([^<]*)</label>", shown)
+    assert len(named) > 20 and [name for name in named if not re.search(r"[\u4e00-\u9fff]", name)] == []
+    assert f'alt="{alt}"' in shown and 'title="播放"' in shown

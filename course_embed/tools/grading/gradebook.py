@@ -7,14 +7,14 @@ import hashlib
 import io
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from .assign import atomic_write
 from .compare import Question
-from .notebook import Reading, read_apart
+from .notebook import Reading, Running, read_apart
 from .text import CONTROL, cell, plain
 
 SUFFIXES = (".ipynb", ".zip")
@@ -96,10 +96,11 @@ def find_submissions(
 
     The same name under two given folders is two students, named by the folder given too (``sec1/alice``,
     ``sec2/alice``). Each file is read in a limited child process (:func:`.notebook.read_apart`) for the exercise
-    it was made for; of a student's files for one exercise the latest (modification time) wins and the others are
-    listed in ``skipped``. With ``exercise``, files made for another exercise are skipped and listed. A file that
-    cannot be read keeps a submission of its own (its row says why). Links, checkpoints and other files are
-    skipped and listed. ``LayoutError`` names the files and the option that resolves it.
+    it was made for (Ctrl-C or SIGTERM kills the children reading and reads no further file); of a student's files
+    for one exercise the latest (modification time) wins and the others are listed in ``skipped``. With
+    ``exercise``, files made for another exercise are skipped and listed. A file that cannot be read keeps a
+    submission of its own (its row says why). Links, checkpoints and other files are skipped and listed.
+    ``LayoutError`` names the files and the option that resolves it.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -140,8 +141,18 @@ def find_submissions(
     givers: dict[str, set[str]] = {}
     for c in unique:
         givers.setdefault(c.name, set()).add(c.given)
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        readings = list(pool.map(lambda c: read_apart(c.path, running=running), unique))
+    running = Running() if running is None else running
+    pool = ThreadPoolExecutor(max(1, jobs))
+    try:
+        futures = [pool.submit(read_apart, c.path, running=running) for c in unique]
+        while wait(futures, timeout=0.5).not_done:  # a short wait, so that Ctrl-C is seen at once
+            pass
+        readings = [f.result() for f in futures]
+    except BaseException:  # Ctrl-C, SIGTERM: no file waits its turn, and the children reading now are killed
+        pool.shutdown(wait=False, cancel_futures=True)
+        running.kill_all()
+        raise
+    pool.shutdown()
     groups: dict[tuple, list[tuple[_Candidate, Reading]]] = {}
     for c, reading in zip(unique, readings, strict=True):
         student = c.name if len(givers[c.name]) == 1 else c.qualified

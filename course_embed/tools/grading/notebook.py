@@ -190,6 +190,35 @@ def plan(nb: dict) -> list[dict]:
     return steps
 
 
+class Running:
+    """The children a batch runs now (readers of submissions, sandboxes, checks), so that an interrupted batch can kill
+    them at once; after :meth:`kill_all` no new one starts."""
+
+    def __init__(self):
+        self.procs: set[subprocess.Popen] = set()
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+
+    def kill_all(self) -> None:
+        self.stopped.set()
+        with self.lock:
+            for proc in list(self.procs):
+                proc.kill()
+
+    def start(self, start):
+        """``start()`` (a Popen), registered; ``None`` when the batch was interrupted."""
+        with self.lock:
+            if self.stopped.is_set():
+                return None
+            proc = start()
+            self.procs.add(proc)
+            return proc
+
+    def discard(self, proc) -> None:
+        with self.lock:
+            self.procs.discard(proc)
+
+
 @dataclass(frozen=True)
 class Reading:
     """What the child found in one submission: its exercise (``None`` if it names none) and, when it cannot be
@@ -202,7 +231,7 @@ class Reading:
 def read_apart(path: Path, plan_to: Path | None = None, limits: dict | None = None, running=None) -> Reading:
     """Read the submission ``path`` in a child process under :data:`READ_MEMORY`, :data:`READ_CPU` and
     :data:`READ_WALL`; with ``plan_to``, the child also writes the sandbox's plan there
-    (``{"steps": plan(nb), "limits": limits}``). ``running`` (a :class:`.submission.Running`) holds the child, so
+    (``{"steps": plan(nb), "limits": limits}``). ``running`` (a :class:`Running`) holds the child, so
     that Ctrl-C kills it."""
     package = Path(__file__).resolve().parent
     argv = [sys.executable, "-I", "-c", _CHILD, str(package), os.fsdecode(path), str(plan_to or ""),

@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 from . import compare, confine, sandbox
 from .compare import Suite, TestResult
 from .limits import Limits
-from .notebook import ANSWER_TAG, plan, read_apart, read_submission
+from .notebook import ANSWER_TAG, Running, plan, read_apart, read_submission
 from .text import bounded
 
 __all__ = [
@@ -56,34 +55,6 @@ class Graded:
     results: list[TestResult] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
-
-
-class Running:
-    """The sandboxes (and checking processes) running now, so that an interrupted batch can kill them at once."""
-
-    def __init__(self):
-        self.procs: set[subprocess.Popen] = set()
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
-
-    def kill_all(self) -> None:
-        self.stopped.set()
-        with self.lock:
-            for proc in list(self.procs):
-                proc.kill()
-
-    def start(self, start):
-        """``start()`` (a Popen), registered; ``None`` when the batch was interrupted."""
-        with self.lock:
-            if self.stopped.is_set():
-                return None
-            proc = start()
-            self.procs.add(proc)
-            return proc
-
-    def discard(self, proc) -> None:
-        with self.lock:
-            self.procs.discard(proc)
 
 
 def _send(proc: subprocess.Popen, seed: int) -> subprocess.Popen:
