@@ -143,11 +143,13 @@ class SinusoidalPositionalEncoding(nn.Module):
         """Rows for positions ``offset .. offset + length - 1``: ``(length, d)``, cast to ``dtype``/``device``."""
         offset = check_offset(offset)
         end = offset + check_size(length, "length", minimum=0)
-        if end > self.table.shape[0]:
-            new_len = max(end, 2 * self.table.shape[0])
-            self.table = sinusoidal_table(
-                new_len, self.d_model, self.base, dtype=self.table.dtype, device=self.table.device
-            )
+        if end > self.table.shape[0]:  # grow: compute the new rows only (each row depends on its position alone)
+            rows = self.table.shape[0]
+            new = sinusoidal_table(
+                max(end, 2 * rows) - rows, self.d_model, self.base, offset=rows, dtype=self.table.dtype,
+                device=self.table.device,
+            )  # fmt: skip
+            self.table = torch.cat((self.table, new))
         return self._table_as(dtype, device)[offset:end]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
