@@ -94,6 +94,15 @@ class SinusoidalPositionalEncoding(nn.Module):
     half precision, except float64, which gets a table computed in float64 (float64-accurate, not a widened
     float32). The cast table is kept per (dtype, device), so a bfloat16 model does not pay an ``(s, d)``
     conversion on every call. Reference: :func:`sinusoidal_table`, itself tested against a float64 closed form.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> pe = ce.SinusoidalPositionalEncoding(d_model=16, max_len=64)
+        >>> x = torch.zeros(2, 10, 16)  # (b, s, d)
+        >>> bool(torch.equal(pe(x)[0], ce.sinusoidal_table(10, 16)))  # adds rows 0 .. 9
+        True
+        >>> bool(torch.equal(pe(x[:, :1], offset=9)[0, 0], pe(x)[0, 9]))  # one decoding step at position 9
+        True
     """
 
     table: torch.Tensor
