@@ -55,6 +55,14 @@ def alibi_bias(slopes: torch.Tensor, key_len: int, *, query_len: int | None = No
         Key-only ``(h, 1, k)``: ``-m_h * (k - 1 - j)``, the exact bias of the last query; for any other causal
         query it differs by a per-query constant, which softmax cancels. Full ``(h, q, k)``: ``-m_h * |i - j|``
         for queries ``i = k - q .. k - 1``, a function of the distance only (the causal mask removes ``j > i``).
+
+    Example:
+        >>> import course_embed as ce
+        >>> slopes = ce.alibi_slopes(8)  # (h,): 1/2, 1/4, ..., 1/256
+        >>> ce.alibi_bias(slopes, 5)[0]  # key-only form, head 0: -m (k - 1 - j)
+        tensor([[-2.0000, -1.5000, -1.0000, -0.5000,  0.0000]])
+        >>> ce.alibi_bias(slopes, 5, query_len=5).shape  # the full (h, q, k) form
+        torch.Size([8, 5, 5])
     """
     if not isinstance(slopes, torch.Tensor) or slopes.dim() != 1:
         raise ValueError(

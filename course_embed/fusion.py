@@ -61,6 +61,16 @@ class TransformerEmbedding(nn.Module):
 
     Shapes:
         ``forward(ids, offset)``: ids ``(b, s)`` -> ``(b, s, d)``; positions are ``offset .. offset + s - 1``.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> layer = ce.TransformerEmbedding(vocab_size=100, d_model=32, dropout=0.0)
+        >>> ids = torch.tensor([[3, 14, 15, 92]])  # (b, s)
+        >>> layer(ids).shape
+        torch.Size([1, 4, 32])
+        >>> expected = layer.token(ids) + ce.sinusoidal_table(4, 32)  # W[ids] * sqrt(d) + PE
+        >>> bool(torch.allclose(layer(ids), expected, atol=1e-5))
+        True
     """
 
     d_model = Fixed()

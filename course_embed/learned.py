@@ -27,6 +27,14 @@ class LearnedPositionalEmbedding(nn.Module):
     Shapes:
         ``forward(x, offset)``: ``(b, s, d) -> (b, s, d)``, adding rows ``offset .. offset + s - 1``, which
         must be ``< L``.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> learned = ce.LearnedPositionalEmbedding(max_len=32, d_model=16)
+        >>> learned(torch.zeros(2, 10, 16)).shape  # (b, s, d); s + offset must stay <= 32
+        torch.Size([2, 10, 16])
+        >>> learned.resize(64).max_len  # interpolated to 64 rows
+        64
     """
 
     max_len = Fixed()

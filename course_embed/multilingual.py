@@ -46,6 +46,15 @@ class MultilingualEmbedding(nn.Module):
 
     Reference: one ``nn.Embedding(V_l, d)`` per language; the tests load the same rows into separate tables and
     compare outputs and gradients.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> emb = ce.MultilingualEmbedding({"en": 100, "zh": 300}, d_model=16)
+        >>> ids = torch.tensor([[5, 7], [250, 3]])  # local ids: 250 exists only in "zh"
+        >>> emb(ids, ["en", "zh"]).shape
+        torch.Size([2, 2, 16])
+        >>> bool(torch.equal(emb(ids[1:], "zh")[0, 0], emb.table("zh")[250] * 16**0.5))
+        True
     """
 
     offsets: torch.Tensor

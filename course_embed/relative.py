@@ -81,6 +81,14 @@ class RelativePositionBias(nn.Module):
         ``forward(query_len, key_len)``: ``(h, q, k)`` with ``bias[h, i, j] = weight[bucket(j - i), h]`` for the
         queries ``i = k - q .. k - 1``; add it to the ``(b, h, q, k)`` scores. With a KV cache, pass
         ``query_len = 1`` and the cache length plus one as ``key_len``.
+
+    Example:
+        >>> import course_embed as ce
+        >>> bias = ce.RelativePositionBias(num_heads=4)
+        >>> bias(5, 5).shape  # (h, q, k): add it to the (b, h, q, k) scores
+        torch.Size([4, 5, 5])
+        >>> bias(1, 5).shape  # one decoding step against 4 cached keys
+        torch.Size([4, 1, 5])
     """
 
     num_heads = Fixed()

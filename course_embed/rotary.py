@@ -96,7 +96,7 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: 
     """
     cos, sin, p = cos.to(x), sin.to(x), cos.shape[-1]
     if layout == "interleaved":
-        x1, x2 = x[..., 0 : 2 * p : 2], x[..., 1 : 2 * p : 2]  # (b, h, s, p) each: dims 2i and 2i + 1
+        x1, x2 = x[..., : 2 * p].unflatten(-1, (p, 2)).unbind(-1)  # (b, h, s, p) each: dims 2i and 2i + 1
         rotated = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
     else:
         x1, x2 = x[..., :p], x[..., p : 2 * p]  # dims i and i + p

@@ -94,6 +94,15 @@ class SinusoidalPositionalEncoding(nn.Module):
     half precision, except float64, which gets a table computed in float64 (float64-accurate, not a widened
     float32). The cast table is kept per (dtype, device), so a bfloat16 model does not pay an ``(s, d)``
     conversion on every call. Reference: :func:`sinusoidal_table`, itself tested against a float64 closed form.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> pe = ce.SinusoidalPositionalEncoding(d_model=16, max_len=64)
+        >>> x = torch.zeros(2, 10, 16)  # (b, s, d)
+        >>> bool(torch.equal(pe(x)[0], ce.sinusoidal_table(10, 16)))  # adds rows 0 .. 9
+        True
+        >>> bool(torch.equal(pe(x[:, :1], offset=9)[0, 0], pe(x)[0, 9]))  # one decoding step at position 9
+        True
     """
 
     table: torch.Tensor
@@ -143,11 +152,13 @@ class SinusoidalPositionalEncoding(nn.Module):
         """Rows for positions ``offset .. offset + length - 1``: ``(length, d)``, cast to ``dtype``/``device``."""
         offset = check_offset(offset)
         end = offset + check_size(length, "length", minimum=0)
-        if end > self.table.shape[0]:
-            new_len = max(end, 2 * self.table.shape[0])
-            self.table = sinusoidal_table(
-                new_len, self.d_model, self.base, dtype=self.table.dtype, device=self.table.device
-            )
+        if end > self.table.shape[0]:  # grow: compute the new rows only (each row depends on its position alone)
+            rows = self.table.shape[0]
+            new = sinusoidal_table(
+                max(end, 2 * rows) - rows, self.d_model, self.base, offset=rows, dtype=self.table.dtype,
+                device=self.table.device,
+            )  # fmt: skip
+            self.table = torch.cat((self.table, new))
         return self._table_as(dtype, device)[offset:end]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:

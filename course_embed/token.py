@@ -84,6 +84,15 @@ class TokenEmbedding(nn.Module):
         ``lookup_add(ids, addend)``: ids ``(*)``, addend broadcastable to ``(*, d)`` -> ``(*, d)``.
 
     Reference: ``torch.nn.functional.embedding`` (tests compare against it and against ``one_hot(ids) @ W``).
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> emb = ce.TokenEmbedding(vocab_size=100, d_model=16, padding_idx=0)
+        >>> ids = torch.tensor([[5, 7, 0]])  # (b, s)
+        >>> emb(ids).shape
+        torch.Size([1, 3, 16])
+        >>> bool(emb(ids)[0, 2].eq(0).all())  # the pad row is zero
+        True
     """
 
     vocab_size = Fixed()
