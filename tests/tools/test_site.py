@@ -63,7 +63,7 @@ INSPECT = (
   const cjkGlyphs = () => {
     const prose = document.querySelector('main p') || document.body;
     const canvas = document.createElement('canvas'); canvas.width = canvas.height = 48;
-    const g = canvas.getContext('2d');
+    const g = canvas.getContext('2d', {willReadFrequently: true});
     g.font = '40px ' + getComputedStyle(prose).fontFamily;
     const draw = ch => { g.clearRect(0, 0, 48, 48); g.fillText(ch, 2, 40);
                          const d = g.getImageData(0, 0, 48, 48).data; return d.some(v => v) ? d.join() : ''; };
@@ -107,7 +107,7 @@ STEP_ANIMATIONS = """async () => {
   // A control's symbol (its text, or an icon font's ::before) is drawn by a font that has it: its image differs from
   // what the same font draws for a code point no font has (an empty box).
   const canvas = document.createElement('canvas'); canvas.width = canvas.height = 48;
-  const g = canvas.getContext('2d');
+  const g = canvas.getContext('2d', {willReadFrequently: true});
   const draw = (text, font) => { g.clearRect(0, 0, 48, 48); g.font = '32px ' + font; g.fillText(text, 4, 38);
                                  const d = g.getImageData(0, 0, 48, 48).data; return d.some(v => v) ? d.join() : ''; };
   const drawn = button => {
