@@ -318,3 +318,37 @@ def test_ctrl_c_while_reading_kills_the_readers_and_reads_no_further_file(tmp_pa
     for pid in started:  # killed and reaped, not left sleeping
         assert not os.path.exists(f"/proc/{pid}") or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
+
+def test_the_cpu_limits_exit_status_is_taken_as_observed_only_when_the_cpu_time_allows_it():
+    from course_embed.tools.grading import submission
+
+    given = submission._why_stopped(152, [], Limits(), "", oom=False, cpu=3.2)
+    assert "ended with exit status 152 after 3 s of CPU time in all" in given and "no limit stopped it" in given
+    assert "--cpu-time" not in given
+    observed = submission._why_stopped(152, [], Limits(cpu_time=10), "", oom=False, cpu=11.0)
+    assert "which the CPU time limit gives, after 11 s of CPU time" in observed and "--cpu-time 20" in observed
+
+
+def test_each_sandbox_gets_a_cpu_cgroup_of_one_cpu_where_one_can_be_made():
+    """A submission's many busy processes, each in a session of its own, share one CPU cgroup: one CPU at most,
+    the same weight as its neighbour's, whatever the number of processes."""
+    import subprocess
+
+    from course_embed.tools.grading import confine
+
+    cgroup = confine.MemoryCgroup(2**31, f"course-embed-test-{os.getpid()}")
+    try:
+        if cgroup.cpu.path is None and cgroup.version != "2":
+            pytest.skip("no cpu cgroup can be made here")
+        if cgroup.cpu.path is not None:
+            assert (cgroup.cpu.path / "cpu.cfs_quota_us").read_text().strip() == "100000"
+            assert (cgroup.cpu.path / "cpu.shares").read_text().strip() == "1024"
+        joined = subprocess.run(cgroup.wrap(["cat", "/proc/self/cgroup"]), capture_output=True, text=True, check=True)
+        joined_to = {line.split(":", 2)[1]: line.split(":", 2)[2] for line in joined.stdout.splitlines()}
+        name = f"course-embed-test-{os.getpid()}"
+        assert any(p.endswith(name) for p in joined_to.values())
+        if cgroup.cpu.path is not None:
+            assert joined_to["cpu"].endswith(name)
+    finally:
+        cgroup.remove()
+    assert cgroup.cpu.path is None or not cgroup.cpu.path.exists()
