@@ -183,28 +183,76 @@ def test_the_parser_is_entered_by_one_thread_at_a_time(monkeypatch, tmp_path):
     assert errors == []
 
 
+def _tiny_suite(root: Path, public: str, hidden: str):
+    """Exercise ``99_x`` under ``root`` with these test files' bodies (after the imports)."""
+    (root / "checks").mkdir(parents=True)
+    (root / "source").mkdir()
+    head = "import time\nfrom course_embed.tools.grading.probe import run, test\n\n"
+    (root / "checks" / "99_x.py").write_text(head + public)
+    (root / "source" / "99_x_hidden.py").write_text(head + hidden)
+    return load_suite(root, "99_x")
+
+
 def test_the_checks_count_cpu_time_so_a_busy_machine_costs_no_point(tmp_path):
     """A check that waits 12 s but uses little CPU passes under a 10 s CPU limit (a wall-clock limit, which a
     busy machine stretches, would have failed it)."""
-    root = tmp_path / "exercises"
-    (root / "checks").mkdir(parents=True)
-    (root / "source").mkdir()
-    (root / "checks" / "99_x.py").write_text(
-        "import time\nfrom course_embed.tools.grading.probe import run, test\n\n"
-        "@test('q1', points=1)\ndef waits(f):\n    got = yield run(f, 1)\n    time.sleep(12)\n"
-        "    assert got.value == 2, 'f(1) must be 2'\n"
+    suite = _tiny_suite(
+        tmp_path / "exercises",
+        "@test('q1', points=1)\ndef doubles(f):\n    got = yield run(f, 2)\n"
+        "    assert got.value == 4, 'f(2) must be 4'\n",
+        "@test('q1', points=1, hidden=True)\ndef waits(f, *, seed):\n    got = yield run(f, 1)\n    time.sleep(12)\n"
+        "    assert got.value == 2, 'f(1) must be 2'\n",
     )
-    (root / "source" / "99_x_hidden.py").write_text("from course_embed.tools.grading.probe import run, test\n")
-    suite = load_suite(root, "99_x")
     import torch
 
     from course_embed.tools.grading import probe
 
     out = tmp_path / "out"
     out.mkdir()
-    torch.save(probe.gather(suite.tests[0], {"f": lambda x: 2 * x}), out / "waits.pt")
-    results, problem = compare.score_apart(suite, out, seconds=10)
-    assert (results[0].score, problem) == (1.0, "")
+    waits = next(t for t in suite.tests if t.name == "waits")
+    torch.save(probe.gather(waits, {"f": lambda x: 2 * x}, seed=5), out / "waits.pt")
+    results, problem = compare.score_apart(suite, out, seconds=10, seed=5)
+    assert ([(r.name, r.score) for r in results], problem) == ([("doubles", 0.0), ("waits", 2.0)], "")
+
+
+def test_public_tests_are_feedback_and_the_hidden_tests_carry_each_questions_points(tmp_path):
+    """Learners hold the public checks' expected values: replaying them earns nothing. Each question keeps the
+    points its notebook states, shared by its hidden tests (and any public test drawing its inputs from the seed)."""
+    for name in ("01_token_embedding", "02_scaling", "03_sinusoidal", "04_fusion", "05_rope_alibi", "06_optimization"):
+        suite = load_suite(ROOT / "exercises", name)
+        points = suite.graded_points
+        for q in suite.questions:
+            mine = [t for t in suite.tests if t.question == q.name]
+            assert sum(points[t.name] for t in mine) == pytest.approx(q.points), (name, q.name)
+            assert all(points[t.name] == 0 for t in mine if not t.hidden and not t.seeded), (name, q.name)
+    suite = _tiny_suite(
+        tmp_path / "exercises",
+        "@test('q1', points=1)\ndef doubles(f):\n    got = yield run(f, 2)\n"
+        "    assert got.value == 4, 'f(2) must be 4'\n\n"
+        "@test('q1', points=1)\ndef drawn(f, *, seed):\n    got = yield run(f, seed % 7 + 3)\n"
+        "    assert got.value == 2 * (seed % 7 + 3), 'f doubles'\n",
+        "@test('q1', points=2, hidden=True)\ndef hidden(f, *, seed):\n    got = yield run(f, 3)\n"
+        "    assert got.value == 6, 'f(3) must be 6'\n",
+    )
+    assert suite.graded_points == {"doubles": 0.0, "drawn": 4 / 3, "hidden": 8 / 3}
+    import torch
+
+    from course_embed.tools.grading import probe
+
+    out = tmp_path / "out"
+    out.mkdir()
+    replay = {"f": lambda x: 4 if x == 2 else 0}  # the public check's stored value, no implementation
+    for spec in suite.tests:
+        torch.save(probe.gather(spec, replay, seed=11), out / f"{spec.name}.pt")
+    results = compare.score(suite, out, seed=11)
+    assert [(r.name, r.score, r.max_score, r.ok) for r in results] == [
+        ("doubles", 0.0, 0.0, True), ("drawn", 0.0, 4 / 3, False), ("hidden", 0.0, 8 / 3, False),
+    ]  # fmt: skip
+    text = feedback_text("ann", "99_x", suite.questions, results, "")
+    assert "[public] doubles (no points): passed" in text and "are feedback" in text
+    (tmp_path / "exercises" / "source" / "99_x_hidden.py").write_text("")
+    with pytest.raises(ValueError, match="q1: no hidden test and no public test drawing its inputs"):
+        _tiny_suite(tmp_path / "again", "@test('q1', points=1)\ndef t(f):\n    got = yield run(f, 2)\n", "")
 
 
 def test_the_help_states_the_limits_the_grader_applies(capsys):
@@ -269,3 +317,38 @@ def test_ctrl_c_while_reading_kills_the_readers_and_reads_no_further_file(tmp_pa
     time.sleep(0.5)
     for pid in started:  # killed and reaped, not left sleeping
         assert not os.path.exists(f"/proc/{pid}") or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_the_cpu_limits_exit_status_is_taken_as_observed_only_when_the_cpu_time_allows_it():
+    from course_embed.tools.grading import submission
+
+    given = submission._why_stopped(152, [], Limits(), "", oom=False, cpu=3.2)
+    assert "ended with exit status 152 after 3 s of CPU time in all" in given and "no limit stopped it" in given
+    assert "--cpu-time" not in given
+    observed = submission._why_stopped(152, [], Limits(cpu_time=10), "", oom=False, cpu=11.0)
+    assert "which the CPU time limit gives, after 11 s of CPU time" in observed and "--cpu-time 20" in observed
+
+
+def test_each_sandbox_gets_a_cpu_cgroup_of_one_cpu_where_one_can_be_made():
+    """A submission's many busy processes, each in a session of its own, share one CPU cgroup: one CPU at most,
+    the same weight as its neighbour's, whatever the number of processes."""
+    import subprocess
+
+    from course_embed.tools.grading import confine
+
+    cgroup = confine.MemoryCgroup(2**31, f"course-embed-test-{os.getpid()}")
+    try:
+        if cgroup.cpu.path is None and cgroup.version != "2":
+            pytest.skip("no cpu cgroup can be made here")
+        if cgroup.cpu.path is not None:
+            assert (cgroup.cpu.path / "cpu.cfs_quota_us").read_text().strip() == "100000"
+            assert (cgroup.cpu.path / "cpu.shares").read_text().strip() == "1024"
+        joined = subprocess.run(cgroup.wrap(["cat", "/proc/self/cgroup"]), capture_output=True, text=True, check=True)
+        joined_to = {line.split(":", 2)[1]: line.split(":", 2)[2] for line in joined.stdout.splitlines()}
+        name = f"course-embed-test-{os.getpid()}"
+        assert any(p.endswith(name) for p in joined_to.values())
+        if cgroup.cpu.path is not None:
+            assert joined_to["cpu"].endswith(name)
+    finally:
+        cgroup.remove()
+    assert cgroup.cpu.path is None or not cgroup.cpu.path.exists()

@@ -5,7 +5,8 @@
   in the learner's kernel.
 * :mod:`.sandbox` and :mod:`.runner`: a submission runs in bubblewrap, without network or the repository, in the
   grader's own Python environment; it only produces outputs, as data. :mod:`.confine`: no host privileges (an
-  unprivileged user id when grading as root, no nested user namespaces) and a memory cgroup where one can be made.
+  unprivileged user id when grading as root, no nested user namespaces), and memory and CPU cgroups where they can
+  be made.
 * :mod:`.compare` and :mod:`.restore`: the outputs read and validated as untrusted data, and the trusted checks, run
   outside the sandbox, in a process per submission.
 * :mod:`.notebook`: a submitted file read and planned in a limited child process, never in the grader's.

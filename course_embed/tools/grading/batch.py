@@ -42,6 +42,7 @@ def grade_submission(
     row.error = graded.error
     for r in graded.results:
         row.scores[r.question] += r.score
+    row.scores = {q: round(points, 6) for q, points in row.scores.items()}  # hidden tests' shares add up exactly
     row.graded_at = now()
     if running is not None and running.stopped.is_set():
         return row  # interrupted: this row is not kept, so no feedback either

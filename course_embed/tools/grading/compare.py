@@ -42,7 +42,8 @@ class Question:
 
 @dataclass
 class TestResult:
-    """One test's result, as a Gradescope ``results.json`` entry wants it."""
+    """One test's result, as a Gradescope ``results.json`` entry wants it (``passed``: whether its check passed,
+    which a public test worth no points when graded says only here)."""
 
     name: str
     question: str
@@ -50,6 +51,11 @@ class TestResult:
     max_score: float
     output: str
     hidden: bool
+    passed: bool | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.passed if self.passed is not None else self.score == self.max_score
 
     def as_gradescope(self) -> dict:
         return {
@@ -69,6 +75,26 @@ class Suite:
     tests: list[probe.TestSpec]
     sources: dict[str, str] = field(default_factory=dict)
     root: Path | None = None  # the exercises folder it was loaded from
+
+    @property
+    def graded_points(self) -> dict[str, float]:
+        """What each test earns when an instructor grades: a question's points (the sum its tests are written
+        with, as the notebook states them) go to the tests whose inputs the submission cannot know in advance, the
+        hidden tests and any public test that draws its inputs from the grading seed, in proportion to their
+        written points. A public test on fixed inputs earns nothing: learners hold its expected values
+        (``checks/``), so replaying them would earn points without an implementation; it is feedback. A question
+        with no such test keeps its written points (:func:`load_suite` refuses it for grading)."""
+        points: dict[str, float] = {}
+        for q in {t.question for t in self.tests}:
+            mine = [t for t in self.tests if t.question == q]
+            earning = [t for t in mine if t.hidden or t.seeded]
+            written, earned = sum(t.points for t in mine), sum(t.points for t in earning)
+            for t in mine:
+                if not earned:
+                    points[t.name] = t.points
+                else:
+                    points[t.name] = t.points * written / earned if t in earning else 0.0
+        return points
 
     @property
     def questions(self) -> list[Question]:
@@ -114,6 +140,13 @@ def load_suite(root: str | Path, exercise: str, *, require_hidden: bool = True) 
     names = [t.name for t in tests]
     if len(set(names)) != len(names):
         raise ValueError(f"{exercise}: two tests share a name: {sorted(n for n in names if names.count(n) > 1)}")
+    if require_hidden:
+        for q in sorted({t.question for t in tests}):
+            if not any(t.hidden or t.seeded for t in tests if t.question == q):
+                raise ValueError(
+                    f"{exercise} {q}: no hidden test and no public test drawing its inputs from the seed, so its "
+                    f"points could only be earned by replaying the public checks' expected values; add a hidden test"
+                )
     return Suite(exercise, tests, sources, root)
 
 
@@ -191,14 +224,16 @@ def read_output(path: Path) -> object:
 
 def score(suite: Suite, out: Path, stopped: str = "", seed: int | None = None) -> list[TestResult]:
     """Check every test of ``suite`` against the outputs in ``out``, here; ``stopped`` explains missing outputs,
-    ``seed`` is the secret the sandbox's gathering was given (hidden tests draw their inputs from it).
+    ``seed`` is the secret the sandbox's gathering was given (hidden tests draw their inputs from it). Each test
+    earns its :attr:`Suite.graded_points`.
 
     A batch calls :func:`score_apart` instead, which runs this in a process of its own under time and memory limits.
     """
-    return [_score_one(spec, out, stopped, seed) for spec in suite.tests]
+    points = suite.graded_points
+    return [_score_one(spec, out, stopped, seed, points[spec.name]) for spec in suite.tests]
 
 
-def _score_one(spec: probe.TestSpec, out: Path, stopped: str, seed: int | None) -> TestResult:
+def _score_one(spec: probe.TestSpec, out: Path, stopped: str, seed: int | None, points: float) -> TestResult:
     gathered = read_output(out / f"{spec.name}.pt")
     if gathered is None:
         passed, message = False, f"not graded: {stopped or 'the notebook stopped before this question'}"
@@ -206,7 +241,7 @@ def _score_one(spec: probe.TestSpec, out: Path, stopped: str, seed: int | None) 
         passed, message = False, f"not graded: {gathered.why}"
     else:
         passed, message = probe.check(spec, gathered, seed)
-    return TestResult(spec.name, spec.question, spec.points if passed else 0.0, spec.points, message, spec.hidden)
+    return TestResult(spec.name, spec.question, points if passed else 0.0, points, message, spec.hidden, passed)
 
 
 #: What the checks of one submission may use in their own process: CPU seconds (the limit that counts, so a busy
@@ -265,7 +300,11 @@ def score_apart(
             done[entry["name"]] = TestResult(**entry)
         except (ValueError, TypeError, KeyError):
             continue
-    results = [done.get(t.name) or TestResult(t.name, t.question, 0.0, t.points, why, t.hidden) for t in suite.tests]
+    points = suite.graded_points
+    results = [
+        done.get(t.name) or TestResult(t.name, t.question, 0.0, points[t.name], why, t.hidden, False)
+        for t in suite.tests
+    ]
     return results, "" if len(done) == len(suite.tests) else why
 
 
@@ -281,6 +320,7 @@ from dataclasses import asdict
 from pathlib import Path
 from course_embed.tools.grading import compare
 suite = compare.load_suite(root, exercise)
+points = suite.graded_points
 for spec in suite.tests:
-    print(json.dumps(asdict(compare._score_one(spec, Path(out), stopped, seed))), flush=True)
+    print(json.dumps(asdict(compare._score_one(spec, Path(out), stopped, seed, points[spec.name]))), flush=True)
 """

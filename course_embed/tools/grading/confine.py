@@ -10,6 +10,10 @@
   root, a systemd user slice with delegation), the whole sandbox runs in one whose memory limit is ``--memory``: the
   sum of its processes' memory and of its tmpfs pages, not only each process's address space. Where it cannot, the
   per-process ``RLIMIT_AS`` is the bound (``book/instructors.md`` says how to add a cgroup by hand).
+* :class:`CpuCgroup`: where the grader may create one (cgroup v2 with the ``cpu`` controller, or v1's ``cpu``
+  controller), the sandbox also runs in a CPU cgroup of its own with the default weight and at most one CPU, so that
+  sandboxes share the CPU per sandbox, not per process or per session: a submission that starts many busy processes,
+  each in a session of its own, gets one CPU, not the machine, and its neighbour keeps its own.
 """
 
 from __future__ import annotations
@@ -61,8 +65,9 @@ def sandbox_uid() -> int:
     return UID_BASE + (os.getpid() % 100_000) * 1000 + next(_UIDS) % 1000
 
 
-def _own_cgroup() -> tuple[Path, str] | None:
-    """The folder of this process's memory cgroup and its version (``"2"`` or ``"1"``), if there is one."""
+def _own_cgroup(controller: str = "memory") -> tuple[Path, str] | None:
+    """The folder of this process's cgroup for ``controller`` (``memory``, ``cpu``) and its version (``"2"`` or
+    ``"1"``), if there is one."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -71,9 +76,89 @@ def _own_cgroup() -> tuple[Path, str] | None:
         _, controllers, path = line.split(":", 2)
         if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").is_file():
             return Path("/sys/fs/cgroup") / path.lstrip("/"), "2"
-        if "memory" in controllers.split(","):
-            return Path("/sys/fs/cgroup/memory") / path.lstrip("/"), "1"
+        if controller in controllers.split(","):
+            mounted = Path("/sys/fs/cgroup") / controllers
+            folder = mounted if mounted.is_dir() else Path("/sys/fs/cgroup") / controller
+            return folder / path.lstrip("/"), "1"
     return None
+
+
+def _join(paths: list[Path], argv: list[str]) -> list[str]:
+    """``argv`` started inside the cgroups ``paths`` (a shell moves itself into each, then becomes ``argv``)."""
+    if not paths:
+        return argv
+    join = "".join(f'echo $$ > "${i + 1}/cgroup.procs" && ' for i in range(len(paths)))
+    return ["/bin/sh", "-c", f'{join}shift {len(paths)} && exec "$@"', "sh", *map(str, paths), *argv]
+
+
+class CpuCgroup:
+    """A cgroup v1 ``cpu`` cgroup for one sandbox: the default weight (every sandbox the same share, however many
+    processes or sessions it starts) and at most one CPU; ``path`` is ``None`` where none can be made (with cgroup
+    v2 the sandbox's one cgroup, :class:`MemoryCgroup`, bounds its CPU too, where the controller is given)."""
+
+    def __init__(self, name: str):
+        self.path, self.version, self.accounting = None, "", None
+        found = _own_cgroup("cpu")
+        if found is None:
+            return
+        parent, version = found
+        if version == "2":
+            return  # one cgroup holds every controller: MemoryCgroup's sets the CPU limit too
+        path = parent / name
+        try:
+            path.mkdir()
+        except OSError:
+            return
+        try:
+            (path / "cpu.shares").write_text("1024")
+            (path / "cpu.cfs_period_us").write_text("100000")
+            (path / "cpu.cfs_quota_us").write_text("100000")
+        except OSError:
+            path.rmdir()
+            return
+        self.path, self.version = path, version
+        self.accounting = path if (path / "cpuacct.usage").exists() else None  # cpu,cpuacct mounted together
+        found = None if self.accounting else _own_cgroup("cpuacct")
+        if found is not None and found[1] == "1":
+            try:
+                (found[0] / name).mkdir()
+                self.accounting = found[0] / name
+            except OSError:
+                pass
+
+    @property
+    def paths(self) -> list[Path]:
+        """The cgroups the sandbox joins: the ``cpu`` one, and the ``cpuacct`` one where that is another."""
+        return [p for p in dict.fromkeys((self.path, self.accounting)) if p is not None]
+
+    def seconds(self) -> float | None:
+        """CPU seconds used by every process that was in the cgroup (``None`` where none counts them)."""
+        usage = _read(self.accounting / "cpuacct.usage").strip() if self.accounting else ""
+        return int(usage) / 1e9 if usage.isdigit() else None
+
+    def remove(self) -> None:
+        for path in reversed(self.paths):
+            _remove(path)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _remove(path: Path | None) -> None:
+    if path is None:
+        return
+    for _ in range(50):  # the kernel frees the cgroup once its last process is reaped
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
 
 
 class MemoryCgroup:
@@ -85,6 +170,7 @@ class MemoryCgroup:
 
     def __init__(self, limit: int, name: str):
         self.path, self.version = None, ""
+        self.cpu = CpuCgroup(name)
         found = _own_cgroup()
         if found is None:
             return
@@ -99,6 +185,8 @@ class MemoryCgroup:
                 (path / "memory.max").write_text(str(limit))
                 if (path / "memory.swap.max").exists():
                     (path / "memory.swap.max").write_text("0")
+                if (path / "cpu.max").exists():  # the cpu controller is given to this cgroup's children
+                    (path / "cpu.max").write_text("100000 100000")
             else:
                 (path / "memory.limit_in_bytes").write_text(str(limit))
         except OSError:
@@ -107,10 +195,18 @@ class MemoryCgroup:
         self.path, self.version = path, version
 
     def wrap(self, argv: list[str]) -> list[str]:
-        """``argv`` started inside the cgroup (a shell moves itself in, then becomes ``argv``)."""
-        if self.path is None:
-            return argv
-        return ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(self.path), *argv]
+        """``argv`` started inside the cgroup, and inside the sandbox's CPU cgroup where there is one (a shell moves
+        itself in, then becomes ``argv``)."""
+        return _join(list(dict.fromkeys(p for p in (self.path, *self.cpu.paths) if p is not None)), argv)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used by all the sandbox's processes together, observed by the kernel's accounting (cgroup
+        v2's ``cpu.stat``, v1's ``cpuacct``); ``None`` where no cgroup of the sandbox counts them."""
+        if self.version == "2":
+            stat = dict(line.split() for line in _read(self.path / "cpu.stat").splitlines() if len(line.split()) == 2)
+            if stat.get("usage_usec", "").isdigit():
+                return int(stat["usage_usec"]) / 1e6
+        return self.cpu.seconds()
 
     def oom_killed(self) -> bool:
         if self.path is None:
@@ -124,13 +220,5 @@ class MemoryCgroup:
         return counts.get("oom_kill", "0").isdigit() and int(counts.get("oom_kill", "0")) > 0
 
     def remove(self) -> None:
-        if self.path is None:
-            return
-        for _ in range(50):  # the kernel frees the cgroup once its last process is reaped
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.1)
+        _remove(self.path)
+        self.cpu.remove()

@@ -25,7 +25,7 @@ def _plain(text: str, limit: int = 2000) -> str:
 def results_json(results: list[TestResult], error: str, seconds: float) -> dict:
     """The Gradescope ``results.json`` content for one submission."""
     data = {
-        "score": sum(r.score for r in results),
+        "score": round(sum(r.score for r in results), 6),
         "execution_time": round(seconds, 1),
         "output_format": "text",  # the learner's text is shown as text, never as Markdown or HTML
         "tests": [
@@ -41,20 +41,24 @@ def feedback_text(student: str, exercise: str, questions: list[Question], result
     """A readable report: per question its score, then each test that failed, and why for a public one (a hidden
     test's message names its inputs and expected values, which results.json shows only once grades are published)."""
     total, possible = sum(r.score for r in results), sum(q.points for q in questions)
-    lines = [f"{exercise}: {student}", f"score: {total:g} / {possible:g}", ""]
+    lines = [f"{exercise}: {student}", f"score: {total:.6g} / {possible:g}", ""]
     if error:
         lines += [_plain(f"while grading: {error}"), ""]
+    if any(not r.hidden and not r.max_score for r in results):
+        lines += ["(the public tests, which you ran with grader.check, are feedback: the points are the hidden tests')",
+                  ""]  # fmt: skip
     for q in questions:
         mine = [r for r in results if r.question == q.name]
-        lines.append(f"{q.name}: {sum(r.score for r in mine):g} / {q.points:g}")
+        lines.append(f"{q.name}: {sum(r.score for r in mine):.6g} / {q.points:g}")
         for r in mine:
-            if r.score == r.max_score:
+            if r.ok:
                 mark = "passed"
             elif r.hidden:  # its inputs and expected values stay hidden, as results.json keeps them until published
                 mark = "failed"
             else:
                 mark = f"failed: {_plain(r.output)}"
-            lines.append(f"  [{'hidden' if r.hidden else 'public'}] {r.name} ({r.max_score:g}): {mark}")
+            worth = f"{r.max_score:.3g}" if r.max_score or r.hidden else "no points"
+            lines.append(f"  [{'hidden' if r.hidden else 'public'}] {r.name} ({worth}): {mark}")
     return "\n".join(lines) + "\n"
 
 

@@ -12,12 +12,15 @@ starts, before the first cell runs (hard and soft alike, so the notebook cannot 
 * ``file_size``: ``RLIMIT_FSIZE``, the largest file a process may write (``OSError: File too large``).
 * ``disk``: the size of each writable folder: ``/work`` (the notebook's folder), ``/tmp`` and ``/dev/shm`` are
   tmpfs of this size (in memory, so they count towards the machine's memory; unsized where bwrap is older than 0.7
-  or setuid, see :func:`.sandbox.sized_tmpfs`), and the grader stops the sandbox when its files on the host's
-  disk (the answers' outputs, which must survive the sandbox, and what it prints) grow past it.
+  or setuid, see :func:`.sandbox.sized_tmpfs`); grading as root, the outputs folder (the one that outlives the
+  sandbox) is a tmpfs of this size too (:func:`.sandbox.mount_outputs`), so files unlinked while open count; and
+  the grader stops the sandbox when its files on the host (the answers' outputs and what it prints) grow past it.
 * ``processes``: ``RLIMIT_NPROC``, processes and threads in the sandbox (its own user namespace, or, graded as
   root, its own user id: the instructor's other processes do not count). The kernel exempts only user id 0, which
   the sandbox never is (:func:`.confine.sandbox_uid`).
-* ``cpu_time``: ``RLIMIT_CPU``, CPU seconds of each process, a backstop to the wall-clock ``timeout``.
+* ``cpu_time``: ``RLIMIT_CPU``, CPU seconds of each process, a backstop to the wall-clock ``timeout``. Where a
+  cgroup counts the sandbox's CPU time (:class:`.confine.CpuCgroup`), the grader takes the exit status this limit
+  gives (152) as the limit's only when the sandbox used that much CPU time.
 
 These are limits per process: a notebook may start up to ``processes`` processes of ``memory`` each. Only a
 cgroup bounds their sum: the sandbox's own where one can be made, else the whole batch's (e.g. under

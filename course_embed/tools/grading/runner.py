@@ -3,13 +3,14 @@
 This file is copied into the sandbox and run there as ``python -I runner.py`` (it imports nothing from the real
 ``course_embed``: the sandbox's ``lib/`` holds only a stub with ``setup`` and :mod:`.probe`). It reads
 ``plan.json`` (the cells to run, in order, and a checkpoint wherever the notebook had ``grader.check("qN")``) and
-the gathering halves of the tests in ``probes/``. At each checkpoint, and again after the last cell, it gathers
-the question's outputs in a forked child (so a crash or a change the tests make cannot reach the notebook) and
-writes them, test by test, to ``out/<test>.pt`` with ``torch.save``; the grader reads them back with
-``torch.load(weights_only=True)``. What it wrote before a timeout or a dead process stays: questions answered
-before an infinite loop or ``os._exit`` are still graded. Cell errors go to ``out/cells.json``. The grading run's
-secret seed, from which the hidden tests draw their inputs, arrives as the first line of stdin (read before the
-first cell, never written to a file) and is passed to each gathering as an argument.
+the gathering halves of the tests in ``probes/``. At each checkpoint, and again after the last cell, it gathers the
+question's outputs in a forked child (so a crash or a change the tests make cannot reach the notebook) and writes
+them, test by test, to ``out/<test>.pt`` with ``torch.save``, after removing the question's earlier outputs (what
+is graded is what the last gathering wrote); the grader reads them back with ``torch.load(weights_only=True)``.
+What it wrote before a timeout or a dead process stays: questions answered before an infinite loop or ``os._exit``
+in a cell are still graded. Cell errors go to ``out/cells.json``. The grading run's secret seed, from which the
+hidden tests draw their inputs, arrives as the first line of stdin (read before the first cell, never written to a
+file) and is passed to each gathering as an argument.
 
 Before the first cell it sets the resource limits the plan names (:mod:`.limits`; soft and hard alike, so the
 notebook cannot raise them). A cell or a gathering that fails at one (out of memory, a file too large, a full
@@ -44,7 +45,7 @@ def _write_text(path, text):
 
 
 def _save(name, data):
-    _atomic(os.path.join(WORK, "out", f"{name}.pt"), lambda tmp: torch.save(data, tmp))
+    _atomic(_output(name), lambda tmp: torch.save(data, tmp))
 
 
 #: Exit status of a gathering child stopped at a limit, by the limit's kind (see :func:`_limit_hit`).
@@ -68,8 +69,18 @@ def _set_limits(limits):
         resource.setrlimit(getattr(resource, name), (value, hard))
 
 
+def _output(name):
+    return os.path.join(WORK, "out", f"{name}.pt")
+
+
 def _gather(question, specs, namespace, seed):
-    """Gather every test of ``question`` in a forked child; returns ``(note, limit kind)``, empty when it finished."""
+    """Gather every test of ``question`` in a forked child; returns ``(note, limit kind)``, empty when it finished.
+
+    The child removes the question's outputs of an earlier gathering before it runs any of the answer's code, so
+    that what is graded is what this one wrote: a gathering that writes nothing (the answer ended the process, even
+    with status 0) leaves its tests without outputs, and the note says so. Where no child can start (a limit), the
+    earlier outputs stay, as for a notebook stopped at a limit."""
+    mine = [spec.name for spec in specs if spec.question == question]
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -79,6 +90,9 @@ def _gather(question, specs, namespace, seed):
     if pid == 0:
         code = 0
         try:
+            for name in mine:
+                if os.path.lexists(_output(name)):
+                    os.remove(_output(name))  # a folder the notebook put there: OSError, exit code 3
             for spec in specs:
                 if spec.question == question:
                     _save(spec.name, probe.gather(spec, namespace, seed))
@@ -92,6 +106,9 @@ def _gather(question, specs, namespace, seed):
         return f"{question}: the tests stopped while running your answer", kind
     if status:
         return f"{question}: the tests stopped while running your answer (exit status {status}): a crash?", ""
+    missing = [name for name in mine if not os.path.isfile(_output(name))]
+    if missing:
+        return f"{question}: the tests wrote no outputs (your answer ended the process?)", ""
     return "", ""
 
 

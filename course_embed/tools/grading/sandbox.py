@@ -5,7 +5,8 @@ environment (its venv or conda prefix, the interpreter it was made from, its sit
 read-only; fresh ``/proc`` (``/proc/sys`` read-only) and a read-only ``/dev``; a private ``/tmp`` and ``/dev/shm``;
 and ``/work``, the notebook's folder, holding, read-only, the notebook's cells, the runner, the *gathering* halves of
 the tests and a stub ``course_embed`` (``setup`` and the test runtime only: none of the functions the questions ask
-for), and ``/work/out``, the one folder of the host it writes to (the outputs). ``/tmp``, ``/dev/shm`` and
+for), and ``/work/out``, the one folder of the host it writes to (the outputs; grading as root, a tmpfs of the
+``--disk`` size that the grader mounts there, :func:`mount_outputs`). ``/tmp``, ``/dev/shm`` and
 ``/work`` are tmpfs of a fixed size, ``/`` is read-only, and the runner sets the other resource limits of
 :mod:`.limits` before the first cell runs. The repository, the solutions, the hidden checks, the home folder and the
 gradebook are not mounted at all, and the real ``course_embed`` (and the repository around it) is hidden under an
@@ -24,6 +25,7 @@ AppArmor). :func:`require_bwrap` says what is missing and how to fix it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -303,6 +305,31 @@ def require_bwrap() -> str:
         f"(`{sys.executable} -m pip install -r requirements.txt`), or run `course-embed grade` with the Python "
         f"that has them"
     )
+
+
+def mount_outputs(out: Path, size: int, entries: int, uid: int) -> bool:
+    """Grading as root: mount a tmpfs of ``size`` bytes and at most ``entries`` files and folders on ``out`` (the
+    one folder the sandbox writes that outlives it), owned by the sandbox's user ``uid``. Everything written there
+    counts against its size, files that were unlinked while open or preallocated too, so that a submission can fill
+    its own outputs folder, never the host's disk. ``False`` where it cannot be mounted (an ordinary user, no
+    ``mount``): the grader then bounds the folder by walking it."""
+    mount = shutil.which("mount") or "/usr/bin/mount"
+    if os.geteuid() != 0 or not os.path.exists(mount):
+        return False
+    options = f"size={size},nr_inodes={entries},mode=0700,uid={uid},gid={uid},nosuid,nodev,noexec"
+    try:
+        done = subprocess.run([mount, "-t", "tmpfs", "-o", options, "course-embed-outputs", str(out)],
+                              capture_output=True, timeout=60)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def unmount_outputs(out: Path) -> None:
+    """Unmount what :func:`mount_outputs` mounted (lazily: nothing of the sandbox holds it any more)."""
+    umount = shutil.which("umount") or "/usr/bin/umount"
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run([umount, "-l", str(out)], capture_output=True, timeout=60)
 
 
 def _stub_init() -> str:

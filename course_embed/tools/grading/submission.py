@@ -138,15 +138,24 @@ def _notes(out: Path) -> list[str]:
     return [bounded(n, NOTE_CHARS) for n in notes[: MAX_NOTES + 1] if isinstance(n, str)]
 
 
-def _why_stopped(returncode: int, notes: list[str], limits: Limits, printed: str, oom: bool) -> str:
+def _why_stopped(
+    returncode: int, notes: list[str], limits: Limits, printed: str, oom: bool, cpu: float | None = None
+) -> str:
     """Why a sandbox that was not killed by the grader ended before its last cell: what the grader observed (the
-    memory cgroup's kill, the exit status, the last lines printed), else what the notebook's run reported."""
+    memory cgroup's kill, the exit status, the CPU seconds ``cpu`` the sandbox used, the last lines printed), else
+    what the notebook's run reported."""
     if oom:
         return limits.note("memory", together=True)
     if returncode == 128 + signal.SIGXCPU:  # bwrap exits with 128 + the signal that ended its child
+        if cpu is not None and cpu < limits.cpu_time:  # no process of it can have used the limit
+            return (
+                f"the notebook's process ended with exit status {returncode} after {cpu:.0f} s of CPU time in all, "
+                f"below the CPU time limit ({limits.cpu_time} s per process), so no limit stopped it; its last "
+                f"output: {printed or '(nothing)'}"
+            )
         return (
-            f"the sandbox exited with status {returncode}, which the CPU time limit gives (and which a notebook "
-            f"can give too): {limits.note('cpu-time')}"
+            f"the sandbox exited with status {returncode}, which the CPU time limit gives, after "
+            f"{'an unknown amount' if cpu is None else f'{cpu:.0f} s'} of CPU time: {limits.note('cpu-time')}"
         )
     kinds = [n.split(":", 1)[1] for n in notes if n.startswith("limit:") and n.split(":", 1)[1] in limits.kinds()]
     if kinds:
@@ -156,10 +165,10 @@ def _why_stopped(returncode: int, notes: list[str], limits: Limits, printed: str
     return f"the notebook's process died (exit status {returncode}); its last output: {printed or '(nothing)'}"
 
 
-def _start(work: Path, out, limits: Limits, running: Running | None, cgroup: confine.MemoryCgroup, seed: int):
-    """Start the sandbox (registered in ``running``) and hand it ``seed`` on its stdin; ``None`` when the batch was
-    interrupted."""
-    uid = confine.sandbox_uid()
+def _start(work: Path, out, limits: Limits, running: Running | None, cgroup: confine.MemoryCgroup, seed: int,
+           uid: int):  # fmt: skip
+    """Start the sandbox (registered in ``running``) as the user ``uid`` (grading as root) and hand it ``seed`` on
+    its stdin; ``None`` when the batch was interrupted."""
     if os.geteuid() == 0:
         os.chown(work / "out", uid, uid)  # the one folder the submission's user writes
     command = cgroup.wrap(sandbox.python(work, "runner.py", limits, uid))
@@ -220,15 +229,17 @@ def _grade(write_plan, suite: Suite, timeout: float, running: Running | None, li
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="course-embed-grade-"))
     cgroup = confine.MemoryCgroup(limits.memory, work.name)
+    uid, on_tmpfs = confine.sandbox_uid(), False
     seed = grading_seed(suite.exercise)  # the hidden tests' inputs: the same in every grading run of this key
     try:
         sandbox.prepare(work, suite.sources)
+        on_tmpfs = sandbox.mount_outputs(work / "out", limits.disk, 8 * MAX_ENTRIES, uid)  # the walk counts entries
         refused = write_plan(work / "plan.json")
         if refused:
             return Graded(error=refused, seconds=time.monotonic() - start)
         log = work / "sandbox.log"
         with open(log, "wb") as out:
-            proc = _start(work, out, limits, running, cgroup, seed)
+            proc = _start(work, out, limits, running, cgroup, seed, uid)
             if proc is None:
                 return Graded(error="interrupted")
             try:
@@ -238,7 +249,8 @@ def _grade(write_plan, suite: Suite, timeout: float, running: Running | None, li
                     running.discard(proc)
         notes = _notes(work / "out")
         if not stopped and notes[-1:] != ["finished"]:
-            stopped = _why_stopped(proc.returncode, notes, limits, _log_tail(log), cgroup.oom_killed())
+            cpu = cgroup.cpu_seconds()  # of every process of the sandbox, where a cgroup counts them
+            stopped = _why_stopped(proc.returncode, notes, limits, _log_tail(log), cgroup.oom_killed(), cpu)
         results, unchecked = compare.score_apart(suite, work / "out", stopped, running, seed=seed)
         if not stopped and cgroup.oom_killed():  # one of its processes was killed, the run went on
             stopped = limits.note("memory", together=True)
@@ -252,5 +264,7 @@ def _grade(write_plan, suite: Suite, timeout: float, running: Running | None, li
             errors.append("the notebook's run reported: " + "; ".join(reported))
         return Graded(results, "; ".join(errors), time.monotonic() - start)
     finally:
+        if on_tmpfs:
+            sandbox.unmount_outputs(work / "out")
         cgroup.remove()
         shutil.rmtree(work, ignore_errors=True)

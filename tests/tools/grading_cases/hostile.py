@@ -4,18 +4,23 @@ Each hostile notebook is the student notebook with the solution's answers (so it
 extra cell run last that attacks the grader: it forges outputs that reach the trusted side (a sparse tensor with
 indices out of range, a stride-0 view, deflate-compressed records, a named pipe, a link to a host file), forges the
 runner's notes, fills the output folder with folders, or tries the host's kernel settings and a nested user
-namespace. What each must score and what its row must (and must not) say is in its :class:`Hostile` entry; the
-broken files need no sandbox (unreadable JSON, a zip that cannot be opened, a file name with an impossible date).
+namespace, ends the process from its last gathering or with the CPU limit's exit status, or holds unlinked
+preallocated files in its outputs folder. What each must score and what its row must (and must not) say is in its
+:class:`Hostile` entry; the broken files need no sandbox (unreadable JSON, a zip that cannot be opened, a file name
+with an impossible date).
 """
 
 from __future__ import annotations
 
+import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell
+
+from course_embed.tools.grading import confine
 
 from . import NOT_READ, with_answers
 
@@ -104,6 +109,18 @@ ATTACKS = {
         "        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
         "    except RuntimeError:\n        break"
     ),
+    # the final version of q3's answer ends the process, with status 0, while the last gathering runs it: what
+    # the q3 checkpoint gathered before must not be graded in its place
+    "h10_stale_checkpoint": "import os\n\ndef first_rise(d_model):\n    os._exit(0)",
+    # the exit status the CPU time limit gives (128 + SIGXCPU), given by the notebook after a few seconds of CPU
+    "h11_exit_152": "import os\nos._exit(152)",
+    # files unlinked while open and preallocated in the outputs folder, 600 MiB in all (--disk is 512M): a tmpfs of
+    # that size (grading as root) refuses the third, so the host's disk never holds them
+    "h12_unlinked_fallocate": (
+        "import os\nheld = []\nfor i in range(3):\n"
+        "    fd = os.open(f'/work/out/held{i}', os.O_CREAT | os.O_RDWR, 0o600)\n"
+        "    os.unlink(f'/work/out/held{i}')\n    os.posix_fallocate(fd, 0, 200 * 2**20)\n    held.append(fd)"
+    ),
     # the host's kernel settings, a nested user namespace with a tmpfs of its own, the read-only folders
     "h07_escape": (
         "import ctypes, os\n"
@@ -145,6 +162,9 @@ def build_mixed_batch(folder: Path, student_nb, solution: list[str], memory_cgro
     the grader can bound a sandbox's memory with a cgroup here)."""
     good = with_answers(student_nb, dict(enumerate(solution)))
     cases = []
+    probe_cgroup = confine.MemoryCgroup(2**30, f"course-embed-cpu-probe-{os.getpid()}")
+    counted = probe_cgroup.cpu_seconds() is not None  # a cgroup counts the sandbox's CPU time here
+    probe_cgroup.remove()
 
     def put(rel: str, nb, case: Hostile):
         path = folder / rel
@@ -168,6 +188,13 @@ def build_mixed_batch(folder: Path, student_nb, solution: list[str], memory_cgro
         "h06_many_folders": Hostile("", (4, 3, 2), "more than 2000 files and folders"),
         "h07_escape": Hostile("", (4, 3, 2), "", ("\x1b", "ESCAPED")),
         "h09_process_limit": Hostile("", (4, 3, 2), "reported, stopped at the sandbox's process limit (64 processes"),
+        "h10_stale_checkpoint": Hostile("", (4, 3, 0), "q3: the tests wrote no outputs"),
+        "h11_exit_152": Hostile(
+            "", (4, 3, 2), "below the CPU time limit (600 s per process), so no limit stopped it" if counted else "152"
+        ),
+        "h12_unlinked_fallocate": Hostile(
+            "", (4, 3, 2), "stopped at the sandbox's disk limit (512 MiB" if os.geteuid() == 0 else ""
+        ),
         "h08_memory_sum": Hostile(
             "", (4, 3, 2), "memory limit (2 GiB for all its processes together)" if memory_cgroup else ""
         ),
