@@ -187,3 +187,87 @@ def unchanged_pairs_for_a_32_wide_head(unchanged_pairs):
             f"{label} is {found}, expected {expected}: the pairs i with |theta_i' / theta_i - 1| < tolerance, in "
             f"increasing order, with your extended_frequencies"
         )
+
+
+#: rope_partial_half of x = (1, 2, ..., 8) at position 1, rotary_dim 4, base 100: pairs (dims 0, 2) and (dims 1, 3)
+#: turn by theta = 1 and 0.1 radians, dims 4 to 7 pass through
+PARTIAL = torch.tensor([-1.984110648556, 1.590674663969, 2.462377902412, 4.179683494406, 5.0, 6.0, 7.0, 8.0],
+                       dtype=torch.float64)
+#: the same angles on adjacent pairs (dims 0, 1) and (2, 3): the interleaved layout
+PARTIAL_INTERLEAVED = torch.tensor([-1.142639663748, 1.922075596544, 2.585678829247, 4.279516911053, 5.0, 6.0, 7.0,
+                                    8.0], dtype=torch.float64)
+#: the rotate-half layout with theta_i = base ** (-2i / head_dim): pair 1 turns by 100 ** (-2 / 8) = 0.316 radians
+PARTIAL_HEAD_DIM = torch.tensor([-1.984110648556, 0.656896188882, 2.462377902412, 4.423628306835, 5.0, 6.0, 7.0,
+                                 8.0], dtype=torch.float64)
+#: rope_partial_half of (1, 1, ..., 1) at position 3000, rotary_dim = head_dim = 8, base 10000
+PARTIAL_FAR = torch.tensor([-1.194872174169, 0.977659220622, 1.142283073980, -1.131112504660, -0.756492225603,
+                            -1.021852459180, -0.833780174205, -0.848872488541], dtype=torch.float64)
+
+
+RAMP = torch.tensor([[[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]]]], dtype=torch.float64)  # x = (1, 2, ..., 8)
+RAMP32 = torch.tensor([[[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]]]])
+
+
+def _partial_float32(rope_partial_half):
+    x = RAMP32.clone()
+    out = rope_partial_half(x, 4, offset=1, base=100.0)
+    return {"out": out, "x_after": x}
+
+
+@test("q5", points=1)
+def partial_rope_turns_pairs_i_and_i_plus_half_of_the_rotary_dims(rope_partial_half):
+    got = yield [run(rope_partial_half, RAMP.clone(), 4, offset=1, base=100.0),
+                 run(_partial_float32, rope_partial_half)]
+    label = "rope_partial_half(x = (1, 2, ..., 8), 4, offset=1, base=100.0)"
+    out = got[0].tensor(f"{label} in float64", shape=(1, 1, 1, 8), dtype=torch.float64)[0, 0, 0]
+    assert torch.equal(out[4:], PARTIAL[4:]), (
+        f"{label}: dims 4 to 7 (from rotary_dim on) must pass through unchanged as (5, 6, 7, 8), got "
+        f"{_rounded(out[4:])}: only the first rotary_dim dims rotate"
+    )
+    assert not torch.allclose(out, PARTIAL_INTERLEAVED, atol=1e-6), (
+        f"{label} turned the adjacent dims (0, 1) and (2, 3): that is the interleaved layout; here pair i is dims i "
+        f"and i + rotary_dim / 2 (the rotate-half layout of GPT-NeoX)"
+    )
+    assert not torch.allclose(out, PARTIAL_HEAD_DIM, atol=1e-6), (
+        f"{label} turned pair 1 by 100 ** (-2 / 8) = 0.316 radians: with partial RoPE the frequencies are "
+        f"theta_i = base ** (-2i / rotary_dim), over the rotated dims only (pair 1 turns by 0.1)"
+    )
+    assert torch.allclose(out, PARTIAL, atol=1e-6), (
+        f"{label} must be {_rounded(PARTIAL)}, got {_rounded(out)}: pair i (dims i and i + 2) turns by "
+        f"theta_i = 100 ** (-2i / 4) = 1 and 0.1 radians at position 1, as (x_i cos - x_(i+2) sin, "
+        f"x_i sin + x_(i+2) cos)"
+    )
+    r = got[1].ok(f"{label} in float32")
+    found = as_tensor(r["out"], label)
+    assert found.shape == (1, 1, 1, 8) and found.dtype == torch.float32, (
+        f"{label} must keep x's shape (1, 1, 1, 8) and dtype float32, got {tuple(found.shape)} {found.dtype}"
+    )
+    assert torch.equal(as_tensor(r["x_after"], "x"), RAMP32), (
+        f"{label} changed x: write the result to a new tensor"
+    )
+
+
+@test("q5", points=0.5)
+def partial_rope_angles_in_float64_and_bad_arguments(rope_partial_half):
+    got = yield [
+        run(rope_partial_half, torch.ones(1, 1, 1, 8, dtype=torch.float64), 8, offset=3000),
+        run(rope_partial_half, torch.zeros(1, 2, 3, 8), 3),
+        run(rope_partial_half, torch.zeros(1, 2, 3, 8), 10),
+        run(rope_partial_half, torch.zeros(1, 2, 3, 8), 0),
+        run(rope_partial_half, torch.zeros(2, 3, 8), 4),
+    ]
+    label = "rope_partial_half(x = ones, 8, offset=3000)"
+    far = got[0].tensor(label, shape=(1, 1, 1, 8), dtype=torch.float64)[0, 0, 0]
+    error = (far - PARTIAL_FAR).abs().max().item()
+    assert error < 1e-2, (
+        f"{label} (every dim rotates) is {_rounded(far)}, expected {_rounded(PARTIAL_FAR)}: pair i is dims i and "
+        f"i + 4, turned by 3000 * 10000 ** (-2i / 8) radians (if the first check of question 5 fails, fix that first)"
+    )
+    assert error < 1e-9, (
+        f"{label} (every dim rotates) is off by {error:.1e}: compute the positions and angles in float64, as float32 "
+        f"rounds 3000 * theta_i by about 1e-4 radians"
+    )
+    got[1].raises("rope_partial_half(x of shape (1, 2, 3, 8), 3) (an odd rotary_dim)", ValueError)
+    got[2].raises("rope_partial_half(x of shape (1, 2, 3, 8), 10) (rotary_dim above head_dim)", ValueError)
+    got[3].raises("rope_partial_half(x of shape (1, 2, 3, 8), 0) (nothing to rotate)", ValueError)
+    got[4].raises("rope_partial_half(x of shape (2, 3, 8), 4) (not 4-D: batch, heads, seq, head_dim)", ValueError)

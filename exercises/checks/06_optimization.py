@@ -279,3 +279,75 @@ def time_bound_below_the_sweep_and_compute_bound(time_bound):
     assert _same(seconds, 1.048576), (
         f"{label} is {seconds!r} s, expected 2 * 8 * 128 * 512 FLOPs at 0.001 GFLOP/s = 1.048576 s, the larger roof"
     )
+
+
+#: (arguments, expected bytes) of table_step_bytes for a (1000, 16) float32 table and 10 distinct ids: a dense
+#: (1000, 16) float32 tensor is 64,000 bytes, a coalesced sparse gradient 10 * (16 * 4 + 8) = 720
+STEP_BYTES = [
+    (("adam",), {}, 192_000),
+    (("sgd",), {"sparse": True}, 720),
+    (("sparseadam",), {"sparse": True}, 128_720),
+    (("adagrad",), {"sparse": True}, 64_720),
+    (("sgd",), {"sparse": True, "tied": True}, 64_000),
+    (("adam",), {"itemsize": 2}, 96_000),
+]
+
+
+def _call(args, kwargs):
+    options = "".join(f", {k}={v!r}" for k, v in kwargs.items())
+    return f"table_step_bytes(1000, 16, 10, {args[0]!r}{options})"
+
+
+@test("q5", points=1)
+def table_step_bytes_counts_the_gradient_and_the_dense_state(table_step_bytes):
+    got = yield [run(table_step_bytes, 1000, 16, 10, *args, **kwargs) for args, kwargs, _ in STEP_BYTES]
+    found = []
+    for (args, kwargs, expected), out in zip(STEP_BYTES, got):
+        value = out.ok(_call(args, kwargs))
+        assert type(value) is int, f"{_call(args, kwargs)} must return a Python int (bytes), got {value!r}"
+        found.append(value)
+    adam, sgd, lazy, adagrad, tied, half = found
+    assert sgd != 640, (
+        f"{_call(*STEP_BYTES[1][:2])} is 640 bytes, the values alone: a coalesced sparse gradient also stores one "
+        f"int64 index (8 bytes) per row, 10 * (16 * 4 + 8) = 720"
+    )
+    assert sgd == 720, (
+        f"{_call(*STEP_BYTES[1][:2])} is {sgd}, expected 720: plain SGD keeps no state, and the sparse gradient holds "
+        f"the 10 distinct rows, each 16 float32 values plus one int64 index"
+    )
+    assert tied == 64_000, (
+        f"{_call(*STEP_BYTES[4][:2])} is {tied}, expected 64,000: a tied output layer's softmax gradient reaches "
+        f"every row, so the table's gradient is a dense (1000, 16) tensor even with sparse=True"
+    )
+    assert adam != 128_000, (
+        f"{_call(*STEP_BYTES[0][:2])} is 128,000 bytes: Adam keeps two moments (exp_avg and exp_avg_sq) besides "
+        f"the dense gradient, 3 * 64,000 = 192,000"
+    )
+    assert adam == 192_000 and half == 96_000, (
+        f"{_call(*STEP_BYTES[0][:2])} must be 192,000 (a dense gradient and two moments, 64,000 bytes each) and "
+        f"with itemsize=2, 96,000; got {adam} and {half}"
+    )
+    assert lazy == 128_720 and adagrad == 64_720, (
+        f"{_call(*STEP_BYTES[2][:2])} is {lazy} and {_call(*STEP_BYTES[3][:2])} {adagrad}, expected 128,720 and "
+        f"64,720: the gradient is sparse (720 bytes) but SparseAdam's two moments and Adagrad's sum of squares are "
+        f"dense (1000, 16) tensors, 64,000 bytes each"
+    )
+
+
+@test("q5", points=0.5)
+def table_step_bytes_refuses_what_the_optimizers_refuse(table_step_bytes):
+    bad = [
+        (("adam",), {"sparse": True}, "Adam refuses a sparse gradient"),
+        (("sparseadam",), {}, "SparseAdam refuses a dense gradient"),
+        (("sparseadam",), {"sparse": True, "tied": True}, "a tied table's gradient is dense"),
+        (("momentum",), {}, "an unknown optimizer"),
+    ]
+    got = yield [run(table_step_bytes, 1000, 16, 10, "sgd")] + [
+        run(table_step_bytes, 1000, 16, 10, *args, **kwargs) for args, kwargs, _ in bad
+    ]
+    value = got[0].ok("table_step_bytes(1000, 16, 10, 'sgd')")
+    assert value == 64_000, (
+        f"table_step_bytes(1000, 16, 10, 'sgd') is {value!r}, expected 64,000: a dense float32 gradient, no state"
+    )
+    for (args, kwargs, why), out in zip(bad, got[1:]):
+        out.raises(f"{_call(args, kwargs)} ({why})", ValueError)

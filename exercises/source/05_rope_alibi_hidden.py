@@ -183,3 +183,78 @@ def unchanged_pairs_match_reference(unchanged_pairs, *, seed):
         assert set(inside) <= set(found) <= set(inside) | set(either) and found == sorted(found), (
             f"{label} is not the pairs with |theta_i' / theta_i - 1| < tolerance, in increasing order"
         )
+
+
+def _partial_cases(seed):
+    gen = torch.Generator().manual_seed(seed + 5)
+    cases = []
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        head_dim = 2 * between(gen, 2, 32)
+        rotary_dim = head_dim if dtype == torch.float64 else 2 * between(gen, 1, head_dim // 2 - 1)
+        shape = (between(gen, 1, 2), between(gen, 1, 4), between(gen, 1, 20), head_dim)
+        cases.append((shape, rotary_dim, choose(gen, [10000.0, 500000.0, 100.0]), dtype, between(gen, 0, 2**31)))
+    return cases, (0, between(gen, 1, 64), between(gen, 1000, 9000))
+
+
+def _rotate_partial(rope_partial_half, shape, rotary_dim, base, dtype, data_seed, offsets):
+    x = _x(shape, dtype, data_seed)
+    return {"outs": [rope_partial_half(x, rotary_dim, offset, base) for offset in offsets], "x_after": x}
+
+
+@test("q5", points=1, hidden=True)
+def partial_rope_matches_reference(rope_partial_half, *, seed):
+    cases, offsets = _partial_cases(seed)
+    got = yield [run(_rotate_partial, rope_partial_half, *case, offsets) for case in cases]
+    from course_embed.rotary import apply_rotary
+
+    for (shape, rotary_dim, base, dtype, data_seed), out in zip(cases, got):
+        label = f"rope_partial_half(x of shape {shape}, {rotary_dim}, {dtype}, base={base})"
+        r = out.ok(label)
+        x = _x(shape, dtype, data_seed)
+        assert torch.equal(as_tensor(r["x_after"], "x"), x), f"{label} changed x: write the result to a new tensor"
+        tol = 3e-2 if dtype == torch.bfloat16 else 1e-9 if dtype == torch.float64 else 1e-5
+        theta = base ** (-torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+        for offset, found in zip(offsets, r["outs"]):
+            found = as_tensor(found, f"{label}, offset={offset}")
+            assert found.dtype == dtype and tuple(found.shape) == shape, f"{label}: keep x's shape and dtype"
+            angles = torch.arange(offset, offset + shape[2], dtype=torch.float64)[:, None] * theta
+            expected = apply_rotary(x.double(), angles.cos(), angles.sin(), "half")
+            error = (found.double() - expected).abs()
+            assert torch.equal(found[..., rotary_dim:], x[..., rotary_dim:]), (
+                f"{label}, offset={offset}: dims from rotary_dim on must pass through unchanged"
+            )
+            worst = error.max().item()
+            assert worst <= tol * max(1.0, expected.abs().max().item()), (
+                f"{label}, offset={offset} is off from the rotate-half rotation of the first {rotary_dim} dims by up "
+                f"to {worst:.1e}"
+            )
+
+
+@test("q5", points=0.5, hidden=True)
+def partial_rope_rejects_bad_arguments(rope_partial_half, *, seed):
+    gen = torch.Generator().manual_seed(seed + 5)
+    head_dim = 2 * between(gen, 2, 32)
+    bad = [((1, 2, 3, head_dim), 2 * between(gen, 1, head_dim // 2 - 1) + 1, "an odd rotary_dim"),
+           ((1, 2, 3, head_dim), head_dim + 2 * between(gen, 1, 4), "rotary_dim above head_dim"),
+           ((2, 3, head_dim), 2, "x not 4-D")]
+    cases, _ = _partial_cases(seed)
+    got = yield [run(_rotate_partial, rope_partial_half, *cases[0], (0,))] + [
+        run(rope_partial_half, torch.zeros(shape), rotary_dim) for shape, rotary_dim, _ in bad
+    ]
+    shape, rotary_dim, _, dtype, data_seed = cases[0]
+    label = f"rope_partial_half(x of shape {shape}, {rotary_dim})"
+    found = as_tensor(got[0].ok(label)["outs"][0], label)
+    x = _x(shape, dtype, data_seed)
+    # only that a good x is rotated, not how well (partial_rope_matches_reference grades that): the dims from
+    # rotary_dim on pass through, and the length of each pair (i, i + rotary_dim / 2) stays
+    assert tuple(found.shape) == shape and torch.equal(found[..., rotary_dim:], x[..., rotary_dim:]), (
+        f"{label} must return x's shape with the dims from rotary_dim on unchanged, got shape {tuple(found.shape)}"
+    )
+    half = rotary_dim // 2
+
+    def norms(t):
+        return torch.stack((t[..., :half].double(), t[..., half:rotary_dim].double()), dim=-1).norm(dim=-1)
+
+    assert torch.allclose(norms(found), norms(x), atol=1e-4), f"{label} must keep the length of each pair"
+    for (shape, rotary_dim, why), out in zip(bad, got[1:]):
+        out.raises(f"rope_partial_half(x of shape {shape}, {rotary_dim}) ({why})", ValueError)

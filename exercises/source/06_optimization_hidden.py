@@ -270,3 +270,60 @@ def time_bound_has_a_compute_roof(time_bound, *, seed):
             f"bytes: got roof {roof!r}"
         assert abs(seconds / max(memory, compute) - 1) <= 1e-9, \
             f"{label} is {seconds!r} s, expected {max(memory, compute)!r} s: the larger of the two roofs' times"
+
+
+def _expected_step_bytes(v, d, distinct, optimizer, sparse, tied, itemsize):
+    table = v * d * itemsize
+    dense = tied or not sparse
+    grad = table if dense else distinct * (d * itemsize + 8)
+    return grad + {"sgd": 0, "adagrad": 1, "adam": 2, "sparseadam": 2}[optimizer] * table
+
+
+#: the setups the optimizers accept: (optimizer, sparse, tied)
+_VALID_SETUPS = [("sgd", False, False), ("sgd", True, False), ("sgd", True, True), ("adagrad", False, False),
+                 ("adagrad", True, False), ("adagrad", True, True), ("adam", False, False), ("adam", False, True),
+                 ("adam", True, True), ("sparseadam", True, False)]
+
+
+def _step_cases(seed):
+    gen = torch.Generator().manual_seed(seed + 6)
+    cases = []
+    for optimizer, sparse, tied in _VALID_SETUPS:
+        v, d = between(gen, 100, 200_000), between(gen, 8, 1024)
+        cases.append((v, d, between(gen, 1, min(v, 5000)), optimizer, sparse, tied, choose(gen, [2, 4, 8])))
+    return cases
+
+
+@test("q5", points=1, hidden=True)
+def table_step_bytes_match_the_closed_form(table_step_bytes, *, seed):
+    cases = _step_cases(seed)
+    got = yield [
+        run(table_step_bytes, v, d, n, opt, sparse=sparse, tied=tied, itemsize=size)
+        for v, d, n, opt, sparse, tied, size in cases
+    ]
+    for case, out in zip(cases, got):
+        v, d, n, opt, sparse, tied, size = case
+        label = f"table_step_bytes({v}, {d}, {n}, {opt!r}, sparse={sparse}, tied={tied}, itemsize={size})"
+        value = out.number(label, int)
+        expected = _expected_step_bytes(*case)
+        assert value == expected, (
+            f"{label} is {value}, expected {expected} (the gradient, dense unless sparse and untied, plus the "
+            f"optimizer's dense state), off by {value - expected:+d} bytes"
+        )
+
+
+@test("q5", points=0.5, hidden=True)
+def table_step_bytes_rejects_bad_setups(table_step_bytes, *, seed):
+    gen = torch.Generator().manual_seed(seed + 6)
+    v, d, n = between(gen, 100, 200_000), between(gen, 8, 1024), between(gen, 1, 99)
+    bad = [("adam", True, False), ("sparseadam", False, False), ("sparseadam", True, True),
+           (choose(gen, ["momentum", "Adam", "rmsprop"]), False, False)]
+    got = yield [run(table_step_bytes, v, d, n, "sgd", sparse=True)] + [
+        run(table_step_bytes, v, d, n, opt, sparse=sparse, tied=tied) for opt, sparse, tied in bad
+    ]
+    label = f"table_step_bytes({v}, {d}, {n}, 'sgd', sparse=True)"
+    value = got[0].number(label, int)
+    # only that a valid setup returns its bytes (table_step_bytes_match_the_closed_form grades the others)
+    assert value == n * (d * 4 + 8), f"{label} is {value}, expected {n * (d * 4 + 8)}: a valid setup returns its bytes"
+    for (opt, sparse, tied), out in zip(bad, got[1:]):
+        out.raises(f"table_step_bytes({v}, {d}, {n}, {opt!r}, sparse={sparse}, tied={tied})", ValueError)

@@ -13,7 +13,7 @@ import yaml
 from course_embed.tools.cli import main
 from course_embed.tools.grading import ANSWER_TAG, load_suite, probe
 
-from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, solution_answers
+from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, _partial_rope, _step_bytes, solution_answers
 
 SEED = 20260101  # a grading run's secret, fixed here
 
@@ -65,7 +65,7 @@ def test_questions_have_public_checks_in_the_notebook_and_hidden_tests_outside_i
     built = built_exercises[name]
     suite = load_suite(ROOT / "exercises", name)
     questions = suite.questions
-    assert 2 <= len(questions) <= 4 and all(q.points > 0 for q in questions)
+    assert 2 <= len(questions) <= 5 and all(q.points > 0 for q in questions)
     student = nbformat.read(built.student, as_version=4)
     public = student.metadata["otter"]["tests"]
     assert student.metadata["otter"]["assignment_name"] == name
@@ -563,6 +563,30 @@ PUBLIC_MISTAKES = {
                 "alibi_slopes(6) must be the 4 slopes for 4 heads (1/4, 1/16, 1/64, 1/256), then the 1st and 3rd",
             ),
         },
+        "q5": {
+            "the interleaved layout on the rotated dims": (
+                _partial_rope(pairs="interleaved"),
+                "turned the adjacent dims (0, 1) and (2, 3): that is the interleaved layout",
+                "float64",
+            ),
+            "frequencies over head_dim, not rotary_dim": (
+                _partial_rope(width="d"),
+                "turned pair 1 by 100 ** (-2 / 8) = 0.316 radians: with partial RoPE the frequencies are theta_i = "
+                "base ** (-2i / rotary_dim)",
+            ),
+            "the whole head rotated (rotary_dim ignored)": (
+                _partial_rope(r="d"),
+                "dims 4 to 7 (from rotary_dim on) must pass through unchanged as (5, 6, 7, 8)",
+            ),
+            "float32 angles": (
+                _partial_rope(angles="float32"),
+                "rope_partial_half(x = ones, 8, offset=3000) (every dim rotates) is off by",
+            ),
+            "no range check of rotary_dim": (
+                _partial_rope(check="False"),
+                "rope_partial_half(x of shape (1, 2, 3, 8), 10) (rotary_dim above head_dim) raised IndexError",
+            ),
+        },
     },
     "06_optimization": {
         "q1": {
@@ -589,6 +613,30 @@ PUBLIC_MISTAKES = {
                 "    out = F.embedding(ids, weight, padding_idx)\n"
                 "    return torch.add(pe, out, alpha=scale, out=out)",
                 "raised RuntimeError: add(): functions with out=... arguments don't support automatic differentiation",
+            ),
+        },
+        "q5": {
+            "the sparse gradient's values without its indices": (
+                _step_bytes(index="0"),
+                "is 640 bytes, the values alone: a coalesced sparse gradient also stores one int64 index (8 bytes) "
+                "per row",
+            ),
+            "SparseAdam's state as sparse as the gradient": (
+                _step_bytes(state="grad"),
+                "the gradient is sparse (720 bytes) but SparseAdam's two moments and Adagrad's sum of squares are "
+                "dense (1000, 16) tensors",
+            ),
+            "a tied table's gradient taken as sparse": (
+                _step_bytes(dense="not sparse"),
+                "a tied output layer's softmax gradient reaches every row",
+            ),
+            "Adam's state as one moment": (
+                _step_bytes(moments='{"sgd": 0, "adagrad": 1, "adam": 1, "sparseadam": 1}'),
+                "is 128,000 bytes: Adam keeps two moments (exp_avg and exp_avg_sq)",
+            ),
+            "no error for the setups the optimizers refuse": (
+                _step_bytes(checks=False),
+                "(Adam refuses a sparse gradient) must raise ValueError",
             ),
         },
         "q2": {

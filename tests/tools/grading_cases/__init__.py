@@ -25,6 +25,58 @@ NAMES = [e.name for e in EXERCISES]
 #: leaves the question cells empty and totals 0.
 NOT_READ = (None, None, None)
 
+
+def _partial_rope(pairs="half", width="r", angles="float64", r="rotary_dim", check="not 2 <= rotary_dim <= d"):
+    """A ``rope_partial_half`` (exercise 05, question 5) with one mistake: ``pairs`` "interleaved" (adjacent dims),
+    ``width`` the divisor of the frequencies' exponent, ``angles`` their dtype, ``r`` the dims rotated, ``check`` the
+    range test of ``rotary_dim``."""
+    first = "torch.arange(r // 2)" if pairs == "half" else "torch.arange(0, r, 2)"
+    second = "torch.arange(r // 2, r)" if pairs == "half" else "torch.arange(1, r, 2)"
+    return (
+        "def rope_partial_half(x, rotary_dim, offset=0, base=10000.0):\n"
+        "    d = x.shape[-1]\n"
+        f"    if x.dim() != 4 or rotary_dim % 2 or {check}:\n"
+        "        raise ValueError('x must be 4-D and rotary_dim even, from 2 to head_dim')\n"
+        f"    seq, r = x.shape[-2], {r}\n"
+        f"    theta = base ** (-torch.arange(0, r, 2, dtype=torch.{angles}) / {width})\n"
+        f"    angles = (torch.arange(offset, offset + seq, dtype=torch.{angles})[:, None] * theta).double()\n"
+        "    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)\n"
+        f"    i1, i2 = {first}, {second}\n"
+        "    out = x.clone()\n"
+        "    out[..., i1], out[..., i2] = x[..., i1] * cos - x[..., i2] * sin, x[..., i1] * sin + x[..., i2] * cos\n"
+        "    return out"
+    )
+
+
+def _step_bytes(
+    index="8",
+    moments='{"sgd": 0, "adagrad": 1, "adam": 2, "sparseadam": 2}',
+    state="table",
+    dense="tied or not sparse",
+    checks=True,
+):
+    """A ``table_step_bytes`` (exercise 06, question 5) with one mistake: ``index`` the bytes per row's index,
+    ``moments`` the state tensors per optimizer, ``state`` the size of one (``"grad"``: as large as the gradient),
+    ``dense`` when the gradient is dense, ``checks`` whether refused setups raise."""
+    refuse = (
+        "    if optimizer == 'adam' and not dense or optimizer == 'sparseadam' and dense:\n"
+        "        raise ValueError('the optimizer refuses this gradient')\n"
+        if checks
+        else ""
+    )
+    return (
+        "def table_step_bytes(vocab_size, d_model, distinct_ids, optimizer, sparse=False, tied=False, itemsize=4):\n"
+        "    table = vocab_size * d_model * itemsize\n"
+        f"    moments = {moments}\n"
+        "    if optimizer not in moments:\n"
+        "        raise ValueError(optimizer)\n"
+        f"    dense = {dense}\n"
+        f"{refuse}"
+        f"    grad = table if dense else distinct_ids * (d_model * itemsize + {index})\n"
+        f"    return grad + moments[optimizer] * {state}"
+    )
+
+
 #: For each exercise, answers that only reuse course_embed's implementation, by answer cell (0 = the first):
 #: an import under the question's name, a subclass, a hand-written wrapper (the questions chosen so that no other
 #: answer of the notebook depends on them; more shortcuts are in :mod:`.cheats`). None of them
@@ -63,6 +115,9 @@ ALIASES = {
         "def unchanged_pairs(head_dim, base, factor, method, tolerance=0.1):\n"
         "    ratio = extended_frequencies(head_dim, base, factor, method) / ce.rope_frequencies(head_dim, base)\n"
         "    return torch.nonzero((ratio - 1).abs() < tolerance).flatten().tolist()",
+        4: "def rope_partial_half(x, rotary_dim, offset=0, base=10000.0):\n"
+        "    scaling = {'rope_type': 'default', 'partial_rotary_factor': rotary_dim / x.shape[-1]}\n"
+        "    return ce.RotaryEmbedding(x.shape[-1], base, layout='half', rope_scaling=scaling).rotate(x, offset)",
     },
     "06_optimization": {
         0: "from course_embed.fusion import lookup_add_reference as lookup_add",
@@ -171,8 +226,21 @@ WRONG_ANSWERS = {
             "    new = extended_frequencies(head_dim, base, factor, method)\n"
             "    return int(((new / old - 1).abs() < tolerance).sum())",
         },
+        "q5": {
+            "the interleaved layout on the rotated dims": _partial_rope(pairs="interleaved"),
+            "frequencies over head_dim, not rotary_dim": _partial_rope(width="d"),
+            "the whole head rotated": _partial_rope(r="d"),
+            "float32 angles": _partial_rope(angles="float32"),
+        },
     },
     "06_optimization": {
+        "q5": {
+            "the sparse gradient's values without its indices": _step_bytes(index="0"),
+            "SparseAdam's state as sparse as the gradient": _step_bytes(state="grad"),
+            "a tied table's gradient taken as sparse": _step_bytes(dense="not sparse"),
+            "Adam's state as one moment": _step_bytes(moments='{"sgd": 0, "adagrad": 1, "adam": 1, "sparseadam": 1}'),
+            "no error for the setups the optimizers refuse": _step_bytes(checks=False),
+        },
         "q4": {
             "no position rows": "def min_bytes(b, s, d, itemsize):\n    return itemsize * 2 * b * s * d",
             "position rows read once per sequence": "def min_bytes(b, s, d, itemsize):\n"
