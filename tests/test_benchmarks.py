@@ -17,7 +17,12 @@ SCRIPTS = {
     "rope.py": ["noise floor (hf / hf'", "goal: both layouts >= 60% of copy"],
     "decode.py": ["noise floor (none / none'", "goal: no step > 5x the unscaled step", "bytes held in buffers"],
     "attention_positions.py": ["noise floor (rotate_half / rotate_half'", "torch.bfloat16", "key-only on apply"],
+    "input_layer.py": ["noise floor (textbook / textbook'", "package eager:", "id check:"],
+    "roofline.py": ["GB/s", "ridge point"],
 }
+NO_COMPILE = {"attention_positions.py", "input_layer.py"}  # compiling takes minutes on a busy CPU
+# not run here: training.py has no --quick yet (its tables fix their own sizes), grading.py starts sandboxes
+NOT_RUN = {"training.py", "grading.py"}
 
 
 def run_quick(script: str, *extra: str) -> str:
@@ -36,13 +41,14 @@ def run_quick(script: str, *extra: str) -> str:
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_script_runs_quick(script):
-    out = run_quick(script, *(["--no-compile"] if script == "attention_positions.py" else []))
+    out = run_quick(script, *(["--no-compile"] if script in NO_COMPILE else []))
     assert out.splitlines()[0].count("torch") == 1  # the machine line comes first
-    assert "median of 3 rounds" in out
+    assert "median of 3 rounds" in out or script == "roofline.py"  # a sweep, not a comparison
     for expected in SCRIPTS[script]:
         assert expected in out, f"{script}: {expected!r} missing from\n{out}"
 
 
 def test_every_script_is_covered():
+    """A new script gets a quick run here (or a reason in NOT_RUN)."""
     scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")} - {"common.py"}
-    assert scripts - set(SCRIPTS) <= {"input_layer.py", "roofline.py", "training.py", "grading.py"}
+    assert scripts == set(SCRIPTS) | NOT_RUN
