@@ -35,14 +35,20 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def frequencies(head_dim: int, base: float = 10000.0) -> torch.Tensor:
+    """``theta_i = base**(-2i / h_d)``, float64 ``(h_d / 2,)``: what HF's rotary module computes."""
+    return base ** -(torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+
+
 def rope_table(
     device: str, threads: int, rounds: int, dtype: torch.dtype, compiled_too: bool, quick: bool, block_seconds: float
 ) -> str:
     b, h, s, hd = (1, 2, 16, 8) if quick else (8, 12, 1024, 64)
     gen = torch.Generator().manual_seed(0)
     q, k = (torch.randn(b, h, s, hd, generator=gen).to(device=device, dtype=dtype) for _ in range(2))
-    rope, rope_half = ce.RotaryEmbedding(hd), ce.RotaryEmbedding(hd, layout="half")
-    angles = torch.arange(s, dtype=torch.float64)[:, None] * ce.rope_frequencies(hd)  # (s, h_d/2)
+    rope = ce.RotaryEmbedding(hd, device=device)
+    rope_half = ce.RotaryEmbedding(hd, layout="half", device=device)
+    angles = torch.arange(s, dtype=torch.float64)[:, None] * frequencies(hd)  # (s, h_d/2)
     angles = torch.cat((angles, angles), dim=-1)  # (s, h_d), the rotate_half layout's tables
     cos, sin = angles.cos().to(device=device, dtype=dtype), angles.sin().to(device=device, dtype=dtype)
 
