@@ -1,18 +1,23 @@
 """RoPE and ALiBi, the package's versions against the textbook ones, side by side.
 
-    python benchmarks/attention_positions.py [--device cpu] [--threads 1] [--rounds 11] [--no-compile]
+    python benchmarks/attention_positions.py [--device cpu] [--threads 1] [--rounds 11] [--no-compile] [--quick]
 
-RoPE on q of shape (b, h, s, h_d) = (8, 12, 1024, 64), forward, in float32 and in bfloat16:
-  rotate_half   q * cos + rotate_half(q) * sin with (s, h_d) tables (the GPT-NeoX / Hugging Face formulation)
+RoPE on q and k, each of shape (b, h, s, h_d) = (8, 12, 1024, 64), forward, in float32 and in bfloat16:
+  rotate_half   q * cos + rotate_half(q) * sin (and k) with (s, h_d) tables computed beforehand (the GPT-NeoX /
+                Hugging Face formulation)
   compiled_half torch.compile of that expression (one fused loop), unless --no-compile
-  package       RotaryEmbedding(64).rotate(q): interleaved pairs as one complex multiplication (float32/64 only;
-                bfloat16 falls back to elementwise pair arithmetic)
-  package_half  RotaryEmbedding(64, layout="half").rotate(q): the rotate_half layout, in-place multiply-adds
-  copy          a copy moving the minimum bytes itemsize * (2 b h s h_d + 2 s h_d)
+  package       RotaryEmbedding(64)(q, k), the interleaved layout: cos and sin of the call's positions computed in
+                the call (float64 angles, rounded to float32, then to the inputs' dtype), then per tensor two
+                half-width products and two multiply-adds on the even and odd dims, and a stack that interleaves them
+  package_half  RotaryEmbedding(64, layout="half")(q, k): the same, on the two halves of the head dim, then a
+                concatenation
+  copy          a copy moving the minimum bytes itemsize * (2 b h s h_d + 2 s h_d), h the heads of q and k together
 
 ALiBi on attention scores (b, h, s, s) = (1, 12, 1024, 1024):
   materialised  scores + bias with a full (h, s, s) bias, built beforehand ("apply") or per call ("build + apply")
   key_only      scores + bias with the (h, 1, s) key-only bias (same softmax for causal queries)
+
+Every table comes from course_embed.lab.bench.compare, the baseline timed twice for the noise floor under it.
 """
 
 from __future__ import annotations
@@ -30,47 +35,55 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rope_table(device: str, threads: int, rounds: int, dtype: torch.dtype, compiled_too: bool) -> str:
-    b, h, s, hd = 8, 12, 1024, 64
+def frequencies(head_dim: int, base: float = 10000.0) -> torch.Tensor:
+    """``theta_i = base**(-2i / h_d)``, float64 ``(h_d / 2,)``: what HF's rotary module computes."""
+    return base ** -(torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+
+
+def rope_table(
+    device: str, threads: int, rounds: int, dtype: torch.dtype, compiled_too: bool, quick: bool, block_seconds: float
+) -> str:
+    b, h, s, hd = (1, 2, 16, 8) if quick else (8, 12, 1024, 64)
     gen = torch.Generator().manual_seed(0)
-    q = torch.randn(b, h, s, hd, generator=gen).to(device=device, dtype=dtype)
-    rope, rope_half = ce.RotaryEmbedding(hd), ce.RotaryEmbedding(hd, layout="half")
-    angles = torch.arange(s, dtype=torch.float64)[:, None] * ce.rope_frequencies(hd)  # (s, h_d/2)
+    q, k = (torch.randn(b, h, s, hd, generator=gen).to(device=device, dtype=dtype) for _ in range(2))
+    rope = ce.RotaryEmbedding(hd, device=device)
+    rope_half = ce.RotaryEmbedding(hd, layout="half", device=device)
+    angles = torch.arange(s, dtype=torch.float64)[:, None] * frequencies(hd)  # (s, h_d/2)
     angles = torch.cat((angles, angles), dim=-1)  # (s, h_d), the rotate_half layout's tables
     cos, sin = angles.cos().to(device=device, dtype=dtype), angles.sin().to(device=device, dtype=dtype)
 
-    def textbook(q):
-        return q * cos + rotate_half(q) * sin
+    def textbook(q, k):
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
     variants = {
-        "rotate_half": lambda: textbook(q),
-        "package": lambda: rope.rotate(q),
-        "package_half": lambda: rope_half.rotate(q),
+        "rotate_half": lambda: textbook(q, k),
+        "package": lambda: rope(q, k),
+        "package_half": lambda: rope_half(q, k),
     }
     if compiled_too:
         compiled = torch.compile(textbook, dynamic=False)
-        variants["compiled_half"] = lambda: compiled(q)
+        variants["compiled_half"] = lambda: compiled(q, k)
     tol = 1e-5 if dtype == torch.float32 else 2e-2
     with torch.no_grad():
         for name in ("package_half", "compiled_half"):
             if name in variants:  # also compiles, before any timing
-                torch.testing.assert_close(variants[name](), textbook(q), rtol=tol, atol=tol)
+                torch.testing.assert_close(variants[name](), textbook(q, k), rtol=tol, atol=tol)
         table = bench.compare(
             variants,
-            bench.rope_bytes(b, h, s, hd, q.element_size()),
+            bench.rope_bytes(b, 2 * h, s, hd, q.element_size()),
             baseline="rotate_half",
             device=device,
             dtype=dtype,
             threads=threads,
             rounds=rounds,
-            title=f"RoPE on q (b, h, s, h_d) = ({b}, {h}, {s}, {hd}), {dtype}",
+            block_seconds=block_seconds,
+            title=f"RoPE on q and k, (b, h, s, h_d) = ({b}, {h}, {s}, {hd}) each, {dtype}",
         )
-    parts = [f"{name} {table.ratio_ci('rotate_half', name)[0]:.2f}x" for name in variants if name != "rotate_half"]
-    return table.format() + f"\nagainst rotate_half ({dtype}): " + ", ".join(parts) + "\n"
+    return table.format() + "\n"
 
 
-def alibi_tables(device: str, threads: int, rounds: int) -> str:
-    b, h, s = 1, 12, 1024
+def alibi_tables(device: str, threads: int, rounds: int, quick: bool, block_seconds: float) -> str:
+    b, h, s = (1, 2, 16) if quick else (1, 12, 1024)
     gen = torch.Generator().manual_seed(0)
     scores = torch.randn(b, h, s, s, generator=gen).to(device)
     slopes = ce.alibi_slopes(h, device=device)
@@ -88,6 +101,7 @@ def alibi_tables(device: str, threads: int, rounds: int) -> str:
             device=device,
             threads=threads,
             rounds=rounds,
+            block_seconds=block_seconds,
             title=f"ALiBi apply: scores (b, h, s, s) = ({b}, {h}, {s}, {s}) + bias",
         )
         build = bench.compare(
@@ -100,6 +114,7 @@ def alibi_tables(device: str, threads: int, rounds: int) -> str:
             device=device,
             threads=threads,
             rounds=rounds,
+            block_seconds=block_seconds,
             title="ALiBi build + apply",
         )
     memory = (
@@ -133,8 +148,11 @@ def main() -> None:
     print(machine())
     for device in args.device:
         for dtype in (torch.float32, torch.bfloat16):
-            print(rope_table(device, args.threads, args.rounds, dtype, not args.no_compile), flush=True)
-        print(alibi_tables(device, args.threads, args.rounds), flush=True)
+            table = rope_table(
+                device, args.threads, args.rounds, dtype, not args.no_compile, args.quick, args.block_seconds
+            )
+            print(table, flush=True)
+        print(alibi_tables(device, args.threads, args.rounds, args.quick, args.block_seconds), flush=True)
 
 
 if __name__ == "__main__":

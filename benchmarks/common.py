@@ -16,7 +16,11 @@ KEEP_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
 
 def parse(description: str, extra=()) -> argparse.Namespace:
     """``--device`` (default: cpu, and cuda when present), ``--threads`` (1), ``--rounds`` (11), ``--keep-memory``,
-    and the script's own ``extra`` options, ``[(flag, add_argument keywords)]``."""
+    ``--quick``, and the script's own ``extra`` options, ``[(flag, add_argument keywords)]``.
+
+    ``--quick`` is a smoke test, not a measurement: tiny shapes (each script picks its own), 3 rounds unless
+    ``--rounds`` says otherwise, and blocks of about 1 ms (``args.block_seconds``; 20 ms otherwise).
+    """
     parser = argparse.ArgumentParser(description=description)
     for flag, kwargs in extra:
         parser.add_argument(flag, **kwargs)
@@ -33,7 +37,14 @@ def parse(description: str, extra=()) -> argparse.Namespace:
         help="intra-op CPU threads (default 1: on a shared machine a second thread stalls at every "
         "parallel region whenever another job holds a core)",
     )
-    parser.add_argument("--rounds", type=int, default=11, help="interleaved timing rounds; medians are reported")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="interleaved timing rounds (default 11, 3 with --quick)"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: tiny shapes, 3 rounds, 1 ms blocks (checks that the script runs; its numbers mean nothing)",
+    )
     parser.add_argument(
         "--keep-memory",
         action="store_true",
@@ -42,6 +53,9 @@ def parse(description: str, extra=()) -> argparse.Namespace:
     args = parser.parse_args()
     if args.keep_memory and any(os.environ.get(k) != v for k, v in KEEP_MEMORY.items()):
         os.execve(sys.executable, [sys.executable, *sys.argv], os.environ | KEEP_MEMORY)  # tunables act at start-up
+    if args.rounds is None:
+        args.rounds = 3 if args.quick else 11
+    args.block_seconds = 0.001 if args.quick else 0.02
     args.device = args.device or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
     torch.set_num_threads(args.threads)
     return args
@@ -66,39 +80,3 @@ def machine() -> str:
         f"{cpu} ({os.cpu_count()} logical CPUs){gpu}; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {memory}{load}"
     )
-
-
-def time_shuffled(variants: dict, rounds: int, block_seconds: float = 0.02, seed: int = 0) -> dict[str, float]:
-    """Median seconds per call of each zero-argument callable, timed in ``rounds`` rounds whose order is shuffled.
-
-    Each measurement is the mean over a block of calls sized to last about ``block_seconds``; a shuffled order keeps
-    a slow spell of a shared machine from always landing on the same variant.
-    """
-    import random
-    import statistics
-    import time
-
-    order, times, numbers = list(variants), {name: [] for name in variants}, {}
-    for name, fn in variants.items():  # warm up, then size the blocks
-        fn()
-        start = time.perf_counter()
-        fn()
-        numbers[name] = max(1, min(1 << 16, round(block_seconds / max(time.perf_counter() - start, 1e-9))))
-    shuffle = random.Random(seed).shuffle
-    for _ in range(rounds):
-        shuffle(order)
-        for name in order:
-            fn, n = variants[name], numbers[name]
-            start = time.perf_counter()
-            for _ in range(n):
-                fn()
-            times[name].append((time.perf_counter() - start) / n)
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
-def seconds(value: float) -> str:
-    """A duration with a unit that keeps three significant digits."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"

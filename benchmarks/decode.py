@@ -1,31 +1,32 @@
-"""Decoding steps under each RoPE scaling: cost per step at each position, against an unscaled RotaryEmbedding at
-the same positions; and the memory each module holds between calls.
+"""Decoding steps under each RoPE scaling, against an unscaled RotaryEmbedding at the same position, side by side.
 
-    python benchmarks/decode.py [--threads 1] [--rounds 11]
+    python benchmarks/decode.py [--device cpu] [--threads 1] [--rounds 11] [--quick]
 
-Each module first rotates a prompt of 2048 tokens, then decodes one token at a time (q (1, 32, 1, 128), k (1, 8,
-1, 128), float32, inference) through positions around every boundary an older, table-based RotaryEmbedding had: the
-end of the prompt, the original length L0 = 8192 (where dynamic NTK and LongRoPE change frequencies), and far
-positions up to 2**17 + 2. The module keeps no cos/sin tables (every call computes the angles of its own positions),
-so a step past the prompt should cost what a step inside it costs. Every step is timed alone (a step that crosses a
-boundary happens once, so it cannot be averaged away); each round decodes the whole schedule on fresh modules, in
-shuffled module order, and the table reports per-position medians. Goals: no step costs more than 5x the unscaled
-step at the same position, and a step past the prompt is within 1.1x of a step inside it.
+One decoding step rotates one token: q (1, 32, 1, 128) and k (1, 8, 1, 128), float32, inference, at position
+``offset`` (the tokens already in the KV cache), with RotaryEmbedding(128, 500000, layout="half", rope_scaling=...).
+The module keeps no tables: every call computes the cos and sin of its own positions from the frequencies, so the
+cost of a step does not grow with the position, and no step rebuilds anything. What can differ is the frequencies
+a call uses: dynamic NTK computes a new base from the call's length past the original length L0 = 8192 (the
+"transformers" rule also updates the longest length seen), LongRoPE switches to its long factors past L0. So one
+table per position: below L0 (2047), the first position past L0 (8192) and far past it (131072).
+
+Each table comes from course_embed.lab.bench.compare (interleaved rounds in shuffled order; each round times a
+block of steps); the baseline is the unscaled module ("none"), timed twice for the noise floor. A step is not
+bandwidth-bound (a few KB), so the table has no copy and no GB/s. The goal, no step costs more than 5x the unscaled
+step at the same position, is judged on the interval of time(scaling) / time(none): met in this run where every
+upper end is at most 5. The last line gives the bytes each module holds in buffers (its frequencies and state).
 """
 
 from __future__ import annotations
 
-import random
-import statistics
-import time
-
 import torch
 
 import course_embed as ce
+from course_embed.lab import bench
 
-from common import machine, parse, seconds
+from common import machine, parse
 
-L0, PROMPT = 8192, 2048
+L0 = 8192
 SCALINGS = {
     "none": None,
     "linear": {"rope_type": "linear", "factor": 16.0},
@@ -45,65 +46,72 @@ SCALINGS = {
         "long_factor": [float(1 + i / 4) for i in range(64)],
     },
     "dynamic": {"rope_type": "dynamic", "factor": 16.0, "original_max_position_embeddings": L0},
-    "dynamic (transformers rule)": {"rope_type": "dynamic", "factor": 16.0, "original_max_position_embeddings": L0},
+    "dynamic (transformers)": {"rope_type": "dynamic", "factor": 16.0, "original_max_position_embeddings": L0},
 }
-POSITIONS = [
-    *range(PROMPT - 2, PROMPT + 3),  # the prompt ends at PROMPT
-    *range(L0 - 2, L0 + 3),  # the original length
-    32_767, 32_768, 32_769, 131_071, 131_072, 131_073,
-]  # fmt: skip
+POSITIONS = [2047, L0, 131_072]
+QUICK_POSITIONS = [2047, L0]
 
 
-def build(name: str) -> ce.RotaryEmbedding:
+def build(name: str, device: str) -> ce.RotaryEmbedding:
     rule = "transformers" if "transformers" in name else "paper"
-    return ce.RotaryEmbedding(128, 500000.0, layout="half", rope_scaling=SCALINGS[name], dynamic_rule=rule)
+    return ce.RotaryEmbedding(
+        128, 500000.0, layout="half", rope_scaling=SCALINGS[name], dynamic_rule=rule, device=device
+    )
 
 
-def table_bytes(rope: ce.RotaryEmbedding) -> int:
-    """What the module holds between calls: its frequency buffers (there are no cos/sin tables)."""
-    return sum(t.untyped_storage().nbytes() for t in rope.buffers())
+def state_bytes(rope: ce.RotaryEmbedding) -> int:
+    return sum(bench.tensor_bytes(b) for b in rope.buffers())
+
+
+def one_position(
+    position: int, modules: dict, q, k, device: str, threads: int, rounds: int, block_seconds: float
+) -> tuple[str, float, float]:
+    variants = {name: (lambda rope=rope: rope(q, k, offset=position)) for name, rope in modules.items()}
+    with torch.inference_mode():
+        table = bench.compare(
+            variants,
+            None,
+            baseline="none",
+            device=device,
+            threads=threads,
+            rounds=rounds,
+            block_seconds=block_seconds,
+            title=f"one decoding step at position {position}, q (1, 32, 1, 128), k (1, 8, 1, 128), float32",
+        )
+    costs = {name: table.ratio_ci(name, "none") for name in modules if name != "none"}  # time(name) / time(none)
+    worst = max(costs, key=lambda name: costs[name][2])
+    mid, low, high = costs[worst]
+    line = f"highest step cost against none: {worst} {mid:.2f}x [{low:.2f}, {high:.2f}] ({table.interval_label})"
+    return f"{table.format()}\n{line}\n", max(c[1] for c in costs.values()), high
 
 
 def main() -> None:
     args = parse(__doc__.splitlines()[0])
     print(machine())
-    gen = torch.Generator().manual_seed(0)
-    q, k = torch.randn(1, 32, 1, 128, generator=gen), torch.randn(1, 8, 1, 128, generator=gen)
-    prompt_q, prompt_k = torch.randn(1, 32, PROMPT, 128, generator=gen), torch.randn(1, 8, PROMPT, 128, generator=gen)
-    steps = {name: {p: [] for p in POSITIONS} for name in SCALINGS}
-    memory = {}
-    names = list(SCALINGS)
-    with torch.inference_mode():
-        for round_ in range(args.rounds):
-            random.Random(round_).shuffle(names)
-            for name in names:
-                rope = build(name)
-                rope(prompt_q, prompt_k)
-                rope(q, k, offset=PROMPT - 3)  # untimed: the first step after a prompt pays one-off costs
-                for position in POSITIONS:
-                    start = time.perf_counter()
-                    rope(q, k, offset=position)
-                    steps[name][position].append(time.perf_counter() - start)
-                memory[name] = table_bytes(rope)
-    base = {p: statistics.median(steps["none"][p]) for p in POSITIONS}
-    print(f"decoding steps, q (1, 32, 1, 128), k (1, 8, 1, 128), float32; prompt {PROMPT}, L0 {L0}")
-    print(
-        f"{'scaling':<28} {'median step':>11} {'step at worst':>13} {'at':>7} {'worst / unscaled':>17} {'buffers':>11}"
-    )
-    for name in SCALINGS:
-        medians = {p: statistics.median(steps[name][p]) for p in POSITIONS}
-        worst = max(POSITIONS, key=lambda p: medians[p] / base[p])
+    for device in args.device:
+        gen = torch.Generator().manual_seed(0)
+        q = torch.randn(1, 32, 1, 128, generator=gen).to(device)
+        k = torch.randn(1, 8, 1, 128, generator=gen).to(device)
+        modules = {name: build(name, device) for name in SCALINGS}
+        lows, highs = [], []
+        for position in QUICK_POSITIONS if args.quick else POSITIONS:
+            text, low, high = one_position(
+                position, modules, q, k, device, args.threads, args.rounds, args.block_seconds
+            )
+            lows.append(low)
+            highs.append(high)
+            print(text, flush=True)
+        verdict = "met" if max(highs) <= 5 else "not met" if max(lows) > 5 else "not established"
         print(
-            f"{name:<28} {seconds(statistics.median(medians.values())):>11} {seconds(medians[worst]):>13} "
-            f"{worst:>7} {medians[worst] / base[worst]:16.2f}x {memory[name] / 2**10:7.2f} KiB"
+            f"goal: no step > 5x the unscaled step at its position: {verdict} in this run "
+            f"(highest upper end {max(highs):.2f}x)"
         )
-    inside = statistics.median(base[p] for p in POSITIONS if p < PROMPT)
-    past = statistics.median(base[p] for p in POSITIONS if p >= PROMPT)
-    print(f"unscaled step past the prompt / inside it: {past / inside:.2f}x (goal: <= 1.1x)")
-    print("per position, ratio to the unscaled step:")
-    print("position " + " ".join(f"{n[:10]:>10}" for n in SCALINGS))
-    for p in POSITIONS:
-        print(f"{p:>8} " + " ".join(f"{statistics.median(steps[n][p]) / base[p]:10.2f}" for n in SCALINGS))
+        print(
+            "bytes held in buffers: "
+            + ", ".join(f"{name} {state_bytes(rope)}" for name, rope in modules.items())
+            + "\n",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

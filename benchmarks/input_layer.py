@@ -1,6 +1,6 @@
 """Embedding x sqrt(d) + sinusoidal positions: the textbook version against the package's paths, side by side.
 
-    python benchmarks/input_layer.py [--device cpu] [--threads 1] [--rounds 11] [--no-compile] [--seed 0]
+    python benchmarks/input_layer.py [--device cpu] [--threads 1] [--rounds 11] [--no-compile] [--seed 0] [--quick]
 
 Variants (forward under torch.inference_mode(), float32):
   textbook    emb(ids) * math.sqrt(d) + pe[:s], nn.Embedding and a precomputed table (three passes, three buffers)
@@ -36,14 +36,27 @@ from course_embed.token import _lookup_add
 from common import machine, parse
 
 SHAPES = [(32, 128, 512, 10_000), (8, 512, 768, 32_000), (1, 2048, 1024, 50_257)]
+QUICK_SHAPES = [(2, 8, 16, 50)]
 
 
-def tables(device: str, threads: int, rounds: int, compiled_too: bool, seed: int) -> list[str]:
-    return [one_shape(b, s, d, v, device, threads, rounds, compiled_too, seed) for b, s, d, v in SHAPES]
+def tables(
+    device: str, threads: int, rounds: int, compiled_too: bool, seed: int, quick: bool = False, block: float = 0.02
+) -> list[str]:
+    shapes = QUICK_SHAPES if quick else SHAPES
+    return [one_shape(b, s, d, v, device, threads, rounds, compiled_too, seed, block) for b, s, d, v in shapes]
 
 
 def one_shape(
-    b: int, s: int, d: int, v: int, device: str, threads: int, rounds: int, compiled_too: bool, seed: int
+    b: int,
+    s: int,
+    d: int,
+    v: int,
+    device: str,
+    threads: int,
+    rounds: int,
+    compiled_too: bool,
+    seed: int,
+    block_seconds: float = 0.02,
 ) -> str:
     gen = torch.Generator().manual_seed(0)
     package = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device).eval()
@@ -85,6 +98,7 @@ def one_shape(
             device=device,
             threads=threads,
             rounds=rounds,
+            block_seconds=block_seconds,
             seed=seed,
             variant_bytes={"gather": gathered, "c-gather": gathered},
             title=f"embedding x sqrt(d) + sinusoidal, (b, s, d) = ({b}, {s}, {d}), V = {v}",
@@ -96,6 +110,7 @@ def one_shape(
             device=device,
             threads=threads,
             rounds=rounds,
+            block_seconds=block_seconds,
         )
     eager, gather = table.row("package").seconds, table.row("gather").seconds
     mid, low, high = table.ratio_ci("textbook", "package")
@@ -134,7 +149,9 @@ def main() -> None:
     )
     print(machine())
     for device in args.device:
-        for text in tables(device, args.threads, args.rounds, not args.no_compile, args.seed):
+        for text in tables(
+            device, args.threads, args.rounds, not args.no_compile, args.seed, args.quick, args.block_seconds
+        ):
             print(text, flush=True)
 
 

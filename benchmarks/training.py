@@ -1,7 +1,7 @@
 """Training-time costs of a large vocabulary: the whole step, the loss, sparse gradients, a bfloat16 table, and
 vocabulary parallelism.
 
-    python benchmarks/training.py [--device cpu] [--threads 1] [--rounds 11]
+    python benchmarks/training.py [--device cpu] [--threads 1] [--rounds 11] [--quick]
 
 1. One training step of profile_step.TinyGPT (V = 32000, d = 128, 2 layers, ids (8, 128)), tied and untied, broken
    down by torch.profiler into input layer / blocks / head + loss (forward and backward) / optimizer (table, rest).
@@ -31,9 +31,21 @@ from course_embed.lab import bench, optimization, profile_step, sharding
 
 from common import machine, parse
 
+#: --quick: tiny sizes and 1 ms blocks, set by main() (and passed to the 2-process workers)
+QUICK = {"on": False}
+
+
+def sizes(full: tuple, tiny: tuple) -> tuple:
+    """The script's sizes, or tiny ones under --quick."""
+    return tiny if QUICK["on"] else full
+
+
+def block() -> float:
+    return 0.001 if QUICK["on"] else 0.02
+
 
 def step_profile() -> str:
-    v, d, b, s = 32_000, 128, 8, 128
+    v, d, b, s = sizes((32_000, 128, 8, 128), (100, 16, 2, 8))
     gen = torch.Generator().manual_seed(0)
     ids, targets = torch.randint(0, v, (b, s), generator=gen), torch.randint(0, v, (b, s), generator=gen)
     lines = [f"one training step of TinyGPT, V = {v}, d = {d}, 2 layers, ids ({b}, {s}) [torch.profiler, CPU time]"]
@@ -50,7 +62,7 @@ def step_profile() -> str:
 
 
 def loss_table(threads: int, rounds: int) -> str:
-    n, d, v = 1024, 128, 32_000
+    n, d, v = sizes((1024, 128, 32_000), (16, 8, 300))
     gen = torch.Generator().manual_seed(0)
     h = torch.randn(n, d, generator=gen, requires_grad=True)
     w = (torch.randn(v, d, generator=gen) * d**-0.5).requires_grad_()
@@ -70,6 +82,7 @@ def loss_table(threads: int, rounds: int) -> str:
         baseline="full logits",
         threads=threads,
         rounds=rounds,
+        block_seconds=block(),
         title=f"cross-entropy fwd + bwd, (n, d) = ({n}, {d}), V = {v}",
     )
     return (
@@ -82,7 +95,7 @@ def loss_table(threads: int, rounds: int) -> str:
 
 
 def layer_backward_table(threads: int, rounds: int) -> str:
-    b, s, d, v = 32, 128, 512, 10_000
+    b, s, d, v = sizes((32, 128, 512, 10_000), (2, 8, 16, 50))
     gen = torch.Generator().manual_seed(0)
     model = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s)
     emb = nn.Embedding(v, d)
@@ -105,13 +118,14 @@ def layer_backward_table(threads: int, rounds: int) -> str:
         baseline="textbook",
         threads=threads,
         rounds=rounds,
+        block_seconds=block(),
         title=f"input layer fwd + bwd (dense gradient), ({b}, {s}, {d}), V = {v}",
     )
     return table.format() + "\n"
 
 
 def sparse_table(device: str, threads: int, rounds: int) -> str:
-    v, d, b, s = 200_000, 256, 32, 128
+    v, d, b, s = sizes((200_000, 256, 32, 128), (100, 16, 2, 8))
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, v, (b, s), generator=gen).to(device)
     target = torch.randn(b, s, d, generator=gen).to(device)
@@ -149,13 +163,14 @@ def sparse_table(device: str, threads: int, rounds: int) -> str:
         device=device,
         threads=threads,
         rounds=rounds,
+        block_seconds=block(),
         title=f"fwd + bwd + step, V = {v}, d = {d}, ids ({b}, {s}); table {v * d * 4 / 2**20:.0f} MiB",
     )
     return "\n".join([table.format(), *memory, ""])
 
 
 def bf16_table(device: str, threads: int, rounds: int) -> str:
-    b, s, d, v = 32, 128, 512, 10_000
+    b, s, d, v = sizes((32, 128, 512, 10_000), (2, 8, 16, 50))
     gen = torch.Generator().manual_seed(0)
     fp32 = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device).eval()
     bf16 = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device, dtype=torch.bfloat16).eval()
@@ -169,6 +184,7 @@ def bf16_table(device: str, threads: int, rounds: int) -> str:
             device=device,
             threads=threads,
             rounds=rounds,
+            block_seconds=block(),
             title=f"table storage, (b, s, d) = ({b}, {s}, {d}), V = {v} (GB/s counts float32 bytes)",
         )
         err = optimization.relative_error(bf16(ids), fp32(ids))
@@ -186,13 +202,14 @@ def bf16_table(device: str, threads: int, rounds: int) -> str:
     )
 
 
-def _parallel_worker(rank: int, world_size: int, port: int, threads: int, rounds: int, results) -> None:
+def _parallel_worker(rank: int, world_size: int, port: int, threads: int, rounds: int, results, quick=False) -> None:
+    QUICK["on"] = quick
     torch.set_num_threads(threads)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
     try:
         report = parallel.check_against_unsharded(batch=4, seq=32, vocab_size=1001, d_model=16, padding_idx=900, seed=3)
         rows = sharding.check_row_sharding(vocab_size=1002, d_model=16, batch=2, seq=24, seed=1)
-        b, s, d, v = 8, 512, 768, 32_000
+        b, s, d, v = sizes((8, 512, 768, 32_000), (2, 8, 16, 50))
         gen = torch.Generator().manual_seed(0)
         full = torch.randn(v, d, generator=gen)
         ids = torch.randint(0, v, (b, s), generator=gen)
@@ -212,6 +229,7 @@ def _parallel_worker(rank: int, world_size: int, port: int, threads: int, rounds
                 baseline="one process",
                 threads=threads,
                 rounds=rounds,
+                block_seconds=block(),
                 title=f"embedding forward, ({b}, {s}, {d}), V = {v}, rank {rank}",
             )
         both = bench.compare(
@@ -220,6 +238,7 @@ def _parallel_worker(rank: int, world_size: int, port: int, threads: int, rounds
             baseline="one process",
             threads=threads,
             rounds=rounds,
+            block_seconds=block(),
             title=f"embedding forward + backward, rank {rank}",
         )
         if rank == 0:
@@ -233,7 +252,10 @@ def parallel_tables(threads: int, rounds: int) -> str:
 
     results = mp.get_context("spawn").SimpleQueue()
     mp.start_processes(
-        _parallel_worker, args=(2, parallel.free_port(), threads, rounds, results), nprocs=2, start_method="spawn"
+        _parallel_worker,
+        args=(2, parallel.free_port(), threads, rounds, results, QUICK["on"]),
+        nprocs=2,
+        start_method="spawn",
     )
     report, rows, fwd, both = results.get()
     return "\n".join(
@@ -250,6 +272,7 @@ def parallel_tables(threads: int, rounds: int) -> str:
 
 def main() -> None:
     args = parse(__doc__.splitlines()[0])
+    QUICK["on"] = args.quick
     print(machine())
     print("glibc keeps freed memory:", bench.keep_freed_memory())
     print(step_profile(), flush=True)
