@@ -345,7 +345,8 @@ def prepare(work: Path, spec_files: dict[str, str], plan: str | None = None) -> 
     lib = work / "lib" / "course_embed"
     (lib / "tools" / "grading").mkdir(parents=True)
     (lib / "__init__.py").write_text(_stub_init())
-    shutil.copy(PACKAGE_DIR / "runtime.py", lib / "runtime.py")
+    for module in ("runtime.py", "checks.py"):  # setup, and the argument checks it uses
+        shutil.copy(PACKAGE_DIR / module, lib / module)
     (lib / "tools" / "__init__.py").write_text("")
     (lib / "tools" / "grading" / "__init__.py").write_text("")
     for module in ("probe.py", "text.py"):  # the test runtime, and the quoting it uses
