@@ -3,7 +3,8 @@
 Shapes: ``b`` batch, ``s`` sequence, ``v`` vocabulary size, ``d`` model width.
 
 The lookup ``W[ids]`` equals ``one_hot(ids) @ W`` (chapter 1 shows it numerically); it is stored as a
-table because a ``(b, s, v)`` one-hot tensor would be ``v`` times larger than the result.
+table because a ``(b, s, v)`` one-hot tensor would be ``v / d`` times larger than the ``(b, s, d)`` result (and
+``v`` times larger than the ids).
 
 Two facts the popular write-ups get wrong, measured in chapters 1 and 2:
 
