@@ -342,12 +342,23 @@ def table_step_bytes_refuses_what_the_optimizers_refuse(table_step_bytes):
         (("sparseadam",), {"sparse": True, "tied": True}, "a tied table's gradient is dense"),
         (("momentum",), {}, "an unknown optimizer"),
     ]
-    got = yield [run(table_step_bytes, 1000, 16, 10, "sgd")] + [
-        run(table_step_bytes, 1000, 16, 10, *args, **kwargs) for args, kwargs, _ in bad
-    ]
+    got = yield [
+        run(table_step_bytes, 1000, 16, 10, "sgd"),
+        run(table_step_bytes, 1000, 16, 10, "adam", sparse=True, tied=True),
+    ] + [run(table_step_bytes, 1000, 16, 10, *args, **kwargs) for args, kwargs, _ in bad]
     value = got[0].ok("table_step_bytes(1000, 16, 10, 'sgd')")
     assert value == 64_000, (
         f"table_step_bytes(1000, 16, 10, 'sgd') is {value!r}, expected 64,000: a dense float32 gradient, no state"
     )
-    for (args, kwargs, why), out in zip(bad, got[1:]):
+    tied_adam = "table_step_bytes(1000, 16, 10, 'adam', sparse=True, tied=True)"
+    assert not got[1].raised, (
+        f"{tied_adam} raised {got[1].raised}, expected 192,000: a tied table's gradient is dense even with "
+        f"sparse=True, so Adam accepts it (only an untied table's sparse gradient is refused)"
+    )
+    value = got[1].number(tied_adam, int)
+    assert value == 192_000, (
+        f"{tied_adam} is {value!r}, expected 192,000: a tied table's gradient is dense, so this is dense Adam, a "
+        f"dense gradient and two moments of 64,000 bytes each"
+    )
+    for (args, kwargs, why), out in zip(bad, got[2:]):
         out.raises(f"{_call(args, kwargs)} ({why})", ValueError)

@@ -638,6 +638,11 @@ PUBLIC_MISTAKES = {
                 _step_bytes(checks=False),
                 "(Adam refuses a sparse gradient) must raise ValueError",
             ),
+            "Adam refused whenever sparse=True, tied or not": (
+                _step_bytes(adam_refuses="sparse"),
+                "table_step_bytes(1000, 16, 10, 'adam', sparse=True, tied=True) raised ValueError, expected 192,000: "
+                "a tied table's gradient is dense even with sparse=True, so Adam accepts it",
+            ),
         },
         "q2": {
             "the pad row stored as a zero row": (

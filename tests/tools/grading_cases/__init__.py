@@ -54,12 +54,14 @@ def _step_bytes(
     state="table",
     dense="tied or not sparse",
     checks=True,
+    adam_refuses="not dense",
 ):
     """A ``table_step_bytes`` (exercise 06, question 5) with one mistake: ``index`` the bytes per row's index,
     ``moments`` the state tensors per optimizer, ``state`` the size of one (``"grad"``: as large as the gradient),
-    ``dense`` when the gradient is dense, ``checks`` whether refused setups raise."""
+    ``dense`` when the gradient is dense, ``checks`` whether refused setups raise, ``adam_refuses`` when Adam
+    raises."""
     refuse = (
-        "    if optimizer == 'adam' and not dense or optimizer == 'sparseadam' and dense:\n"
+        f"    if optimizer == 'adam' and {adam_refuses} or optimizer == 'sparseadam' and dense:\n"
         "        raise ValueError('the optimizer refuses this gradient')\n"
         if checks
         else ""
@@ -240,6 +242,7 @@ WRONG_ANSWERS = {
             "a tied table's gradient taken as sparse": _step_bytes(dense="not sparse"),
             "Adam's state as one moment": _step_bytes(moments='{"sgd": 0, "adagrad": 1, "adam": 1, "sparseadam": 1}'),
             "no error for the setups the optimizers refuse": _step_bytes(checks=False),
+            "Adam refused whenever sparse=True, tied or not": _step_bytes(adam_refuses="sparse"),
         },
         "q4": {
             "no position rows": "def min_bytes(b, s, d, itemsize):\n    return itemsize * 2 * b * s * d",
