@@ -394,7 +394,7 @@ def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512,
     ax.set_xlabel("offset k = |p - q| (positions)")
     ax.set_ylabel("PE[p] . PE[q] / (d/2)")
     ax.set_title(
-        f"PE(p) . PE(q) by offset (closed form): the windowed mean keeps falling until about k = base = {base:g}",
+        f"PE(p) . PE(q) by offset (closed form): windowed mean lowest near k = (pi/2) x base (base {base:g})",
         fontsize=10,
     )
     ax.legend(fontsize=8, loc="lower left")
