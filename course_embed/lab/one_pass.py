@@ -89,6 +89,7 @@ class OnePassEmbedding(nn.Module):
         with torch.no_grad():
             buffer = torch.empty(v + self.max_len, d, device=weight.device, dtype=weight.dtype)
             buffer[:v].copy_(weight)
+            buffer[v:].fill_(float("nan"))  # spare rows read as NaN until written, never as a freed buffer's bytes
             weight.data = buffer[:v]
         # an alias built with set_ has its own version counter: writing the spare rows leaves the table's untouched
         self._stacked = torch.empty(0, device=weight.device, dtype=weight.dtype).set_(
@@ -181,7 +182,7 @@ def forward_writes_storage(module: OnePassEmbedding, ids: torch.Tensor, offset: 
 
     ids ``(b, s)``. Each call at a new length or offset rewrites the spare rows: module state written by a forward.
     """
-    before = module._stacked.view(torch.uint8).clone()  # bytes: unwritten rows may hold NaN, which equals nothing
+    before = module._stacked.view(torch.uint8).clone()  # bytes: unwritten rows hold NaN, which equals nothing
     with torch.no_grad():
         module(ids, offset=offset)
     return not torch.equal(before, module._stacked.view(torch.uint8))
