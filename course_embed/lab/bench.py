@@ -327,8 +327,9 @@ def compare(
         threads: intra-op threads for CPU timing (set explicitly: the default depends on the machine).
         rounds: interleaved rounds, each in a shuffled order; each reports the mean of a block, the table the
             median of the blocks. From 9 rounds on, a ratio's 95% interval is narrower than the range of its ratios.
-        block_seconds: each block is calibrated to last at least this long (20 ms: long against the timer's
-            resolution and against one scheduler tick).
+        block_seconds: each block is calibrated (from the median of 3 single calls) to last at least this long
+            (20 ms: long against the timer's resolution and against one scheduler tick); ``baseline'`` runs
+            blocks of the baseline's size, so that the noise floor compares identical work.
         title: first line of :meth:`BenchTable.format`.
         variant_bytes: the bytes a variant itself must move, where they differ from ``nbytes`` (the bare gather
             reads no position rows); its GB/s column uses them.
@@ -366,9 +367,12 @@ def compare(
     fill = torch.utils.deterministic.fill_uninitialized_memory
     torch.utils.deterministic.fill_uninitialized_memory = False
     try:
-        for name, fn in fns.items():  # warm up, then size each block to last about block_seconds
+        for name, fn in fns.items():  # warm up, then size each block from the median of 3 calls
             fn()
-            numbers[name] = max(1, min(1 << 20, math.ceil(block_seconds / max(clock(fn, 1), 1e-9))))
+            one = statistics.median(clock(fn, 1) for _ in range(3))
+            numbers[name] = max(1, min(1 << 20, math.ceil(block_seconds / max(one, 1e-9))))
+        if baseline + "'" in numbers:  # the twin does the baseline's work exactly, block size included
+            numbers[baseline + "'"] = numbers[baseline]
         order, shuffle = list(fns), random.Random(seed).shuffle
         for _ in range(rounds):
             shuffle(order)

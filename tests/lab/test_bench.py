@@ -152,11 +152,25 @@ def test_compare_shuffles_the_order_of_every_round(monkeypatch):
     monkeypatch.setattr(bench, "time_cpu", one_call)
     variants = {name: (lambda name=name: calls.append(name)) for name in "abcd"}
     bench.compare(variants, None, baseline="a", rounds=12, block_seconds=1e-9, noise_floor=False)
-    timed = calls[2 * 4 :]  # after the warm-up call and the calibration call of each variant
+    timed = calls[4 * 4 :]  # after the warm-up call and the 3 calibration calls of each variant
     rounds = [tuple(timed[k : k + 4]) for k in range(0, len(timed), 4)]
     assert len(rounds) == 12 and all(sorted(r) == list("abcd") for r in rounds)  # each variant once per round
     assert len(set(rounds)) > 1  # not the same order every round
     assert len({r[0] for r in rounds}) > 1  # and not always the same variant first
+
+
+def test_the_noise_floor_twin_runs_blocks_of_the_baseline_size(monkeypatch):
+    sizes, clock = {}, iter(range(1, 10**6))
+
+    def timer(fn, number, threads):  # every call looks slower than the last: calibrations differ
+        sizes.setdefault(fn, set()).add(number)
+        return next(clock) * 1e-3
+
+    monkeypatch.setattr(bench, "time_cpu", timer)
+    base, other = (lambda: None), (lambda: None)
+    bench.compare({"a": base, "b": other}, None, baseline="a", rounds=3, block_seconds=0.05)
+    blocks = {fn: max(n) for fn, n in sizes.items()}  # the block size (single calls during calibration aside)
+    assert blocks[base] > 1 and {n for n in sizes[base] if n > 1} == {blocks[base]}  # one size for a and a'
 
 
 def test_compare_times_without_nan_filling_and_restores_it():
