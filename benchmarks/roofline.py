@@ -4,7 +4,8 @@
 
 Each row copies between two preallocated float32 buffers (no page faults), moving the stated bytes (half read, half
 written); the last line is a 1024 x 1024 float32 matmul rate and the ridge point it implies with the largest size's
-bandwidth. The input layer's arithmetic intensity is about 0.25 FLOP/byte (course_embed.lab.roofline).
+bandwidth. The input layer's arithmetic intensity is at most 0.25 FLOP/byte in float32 (1/6 at batch 1;
+course_embed.lab.roofline).
 It measures the CPU only, whatever --device says (it says so when asked for cuda). This is a sweep of one
 operation, not a comparison of variants, so it does not go through course_embed.lab.bench.compare and prints no
 noise floor.

@@ -40,7 +40,8 @@ def matmul_gflops(n: int = 512, threads: int = 1, min_run_time: float = 0.05) ->
 
 def input_layer_intensity(batch: int, seq: int, d_model: int, itemsize: int = 4) -> float:
     """FLOP per byte of ``W[ids] * sqrt(d) + pe``: ``2 b s d`` FLOPs (a multiply and an add per element) over
-    the minimum bytes ``itemsize (2 b s d + s d)``; about 0.25 in float32 whatever the shape."""
+    the minimum bytes ``itemsize (2 b s d + s d)``. In float32 that is ``b / (4 b + 2)``: 1/6 at batch 1, rising to
+    0.25 for large batches, whatever ``s`` and ``d``."""
     n = batch * seq * d_model
     return 2 * n / (itemsize * (2 * n + seq * d_model))
 

@@ -9,6 +9,8 @@ def test_input_layer_intensity_is_flops_over_minimum_bytes():
     b, s, d = 2, 3, 4
     assert roofline.input_layer_intensity(b, s, d) == 2 * b * s * d / (4 * (2 * b * s * d + s * d))
     assert roofline.input_layer_intensity(32, 128, 512) == pytest.approx(0.25, rel=0.02)
+    for b in (1, 3, 32):  # b / (4 b + 2) in float32, whatever s and d: 1/6 at batch 1
+        assert roofline.input_layer_intensity(b, 7, 24) == pytest.approx(b / (4 * b + 2), rel=1e-12)
     assert roofline.input_layer_intensity(1, 8, 8, itemsize=2) == 2 * 64 / (2 * (2 * 64 + 64))
 
 
