@@ -12,8 +12,9 @@
   per-process ``RLIMIT_AS`` is the bound (``book/instructors.md`` says how to add a cgroup by hand).
 * :class:`CpuCgroup`: where the grader may create one (cgroup v2 with the ``cpu`` controller, or v1's ``cpu``
   controller), the sandbox also runs in a CPU cgroup of its own with the default weight and at most one CPU, so that
-  sandboxes share the CPU per sandbox, not per process or per session: a submission that starts many busy processes,
-  each in a session of its own, gets one CPU, not the machine, and its neighbour keeps its own.
+  sandboxes share the CPU per sandbox, not per process or per process session: a submission that starts many busy
+  processes, each in its own process session (``setsid``), gets one CPU, not the machine, and its neighbour keeps
+  its own.
 """
 
 from __future__ import annotations
@@ -111,8 +112,8 @@ def _join(paths: list[Path], argv: list[str]) -> list[str]:
 
 class CpuCgroup:
     """A cgroup v1 ``cpu`` cgroup for one sandbox: the default weight (every sandbox the same share, however many
-    processes or sessions it starts) and at most one CPU; ``path`` is ``None`` where none can be made (with cgroup
-    v2 the sandbox's one cgroup, :class:`MemoryCgroup`, bounds its CPU too, where the controller is given)."""
+    processes or process sessions it starts) and at most one CPU; ``path`` is ``None`` where none can be made (with
+    cgroup v2 the sandbox's one cgroup, :class:`MemoryCgroup`, bounds its CPU too, where the controller is given)."""
 
     def __init__(self, name: str):
         self.path, self.version, self.accounting = None, "", None
