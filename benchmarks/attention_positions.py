@@ -27,17 +27,7 @@ import torch
 import course_embed as ce
 from course_embed.lab import bench
 
-from common import machine, parse
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def frequencies(head_dim: int, base: float = 10000.0) -> torch.Tensor:
-    """``theta_i = base**(-2i / h_d)``, float64 ``(h_d / 2,)``: what HF's rotary module computes."""
-    return base ** -(torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+from common import hf_cos_sin, machine, parse, rotate_half
 
 
 def rope_table(
@@ -48,9 +38,7 @@ def rope_table(
     q, k = (torch.randn(b, h, s, hd, generator=gen).to(device=device, dtype=dtype) for _ in range(2))
     rope = ce.RotaryEmbedding(hd, device=device)
     rope_half = ce.RotaryEmbedding(hd, layout="half", device=device)
-    angles = torch.arange(s, dtype=torch.float64)[:, None] * frequencies(hd)  # (s, h_d/2)
-    angles = torch.cat((angles, angles), dim=-1)  # (s, h_d), the rotate_half layout's tables
-    cos, sin = angles.cos().to(device=device, dtype=dtype), angles.sin().to(device=device, dtype=dtype)
+    cos, sin = hf_cos_sin(s, hd, device, dtype)  # (s, h_d) each, the rotate_half layout's tables
 
     def textbook(q, k):
         return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin

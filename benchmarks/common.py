@@ -1,4 +1,5 @@
-"""Shared command line and machine description for the benchmark scripts (run them from the repository root)."""
+"""Shared command line, machine description and RoPE reference for the benchmark scripts (run them from the
+repository root)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,21 @@ def machine() -> str:
         f"{cpu} ({os.cpu_count()} logical CPUs){gpu}; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {memory}{load}"
     )
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """``(..., h_d)`` -> ``(..., h_d)``: ``[-x2, x1]`` for halves ``x1, x2``, as in Hugging Face's LLaMA."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def hf_cos_sin(
+    seq_len: int, head_dim: int, device: str, dtype: torch.dtype = torch.float32, base: float = 10000.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's RoPE tables, cos and sin ``(s, h_d)`` each: the angles ``position * theta_i`` with
+    ``theta_i = base**(-2i / h_d)``, each frequency twice (the rotate_half layout), in float64, then cast to
+    ``dtype``. ``q * cos + rotate_half(q) * sin`` is then HF's rotation."""
+    frequencies = base ** -(torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (h_d / 2,)
+    angles = torch.arange(seq_len, dtype=torch.float64)[:, None] * frequencies  # (s, h_d / 2)
+    angles = torch.cat((angles, angles), dim=-1)  # (s, h_d)
+    return angles.cos().to(device=device, dtype=dtype), angles.sin().to(device=device, dtype=dtype)

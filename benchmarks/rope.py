@@ -25,20 +25,10 @@ import torch
 import course_embed as ce
 from course_embed.lab import bench
 
-from common import machine, parse
+from common import hf_cos_sin, machine, parse, rotate_half
 
 SHAPES = [(32, 2048, 128), (8, 512, 64)]  # heads, sequence, head dim
 QUICK_SHAPES = [(2, 16, 8)]
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def frequencies(head_dim: int, base: float = 10000.0) -> torch.Tensor:
-    """``theta_i = base**(-2i / h_d)``, float64 ``(h_d / 2,)``: what HF's rotary module computes."""
-    return base ** -(torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
 
 
 def goal(table: bench.BenchTable, name: str) -> str:
@@ -52,9 +42,7 @@ def one_shape(heads: int, s: int, d: int, device: str, threads: int, rounds: int
     q, k = (torch.randn(1, heads, s, d, generator=gen).to(device) for _ in range(2))
     half = ce.RotaryEmbedding(d, layout="half", device=device)
     interleaved = ce.RotaryEmbedding(d, layout="interleaved", device=device)
-    angles = torch.arange(s, dtype=torch.float64)[:, None] * frequencies(d)  # (s, h_d / 2)
-    angles = torch.cat((angles, angles), dim=-1)  # (s, h_d), as HF's rotary module returns them
-    cos, sin = angles.cos().float().to(device), angles.sin().float().to(device)
+    cos, sin = hf_cos_sin(s, d, device)  # (s, h_d) each, as HF's rotary module returns them
     variants = {
         "hf": lambda: (q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin),
         "half": lambda: half(q, k),

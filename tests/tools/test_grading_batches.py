@@ -330,8 +330,8 @@ def test_the_cpu_limits_exit_status_is_taken_as_observed_only_when_the_cpu_time_
 
 
 def test_each_sandbox_gets_a_cpu_cgroup_of_one_cpu_where_one_can_be_made():
-    """A submission's many busy processes, each in a session of its own, share one CPU cgroup: one CPU at most,
-    the same weight as its neighbour's, whatever the number of processes."""
+    """A submission's many busy processes, each in its own process session (setsid), share one CPU cgroup: one CPU
+    at most, the same weight as its neighbour's, whatever the number of processes."""
     import subprocess
 
     from course_embed.tools.grading import confine

@@ -12,8 +12,9 @@
   per-process ``RLIMIT_AS`` is the bound (``book/instructors.md`` says how to add a cgroup by hand).
 * :class:`CpuCgroup`: where the grader may create one (cgroup v2 with the ``cpu`` controller, or v1's ``cpu``
   controller), the sandbox also runs in a CPU cgroup of its own with the default weight and at most one CPU, so that
-  sandboxes share the CPU per sandbox, not per process or per session: a submission that starts many busy processes,
-  each in a session of its own, gets one CPU, not the machine, and its neighbour keeps its own.
+  sandboxes share the CPU per sandbox, not per process or per process session: a submission that starts many busy
+  processes, each in its own process session (``setsid``), gets one CPU, not the machine, and its neighbour keeps
+  its own.
 """
 
 from __future__ import annotations
@@ -83,6 +84,24 @@ def _own_cgroup(controller: str = "memory") -> tuple[Path, str] | None:
     return None
 
 
+def _child(parent: Path, name: str, limits: dict[str, str], optional: tuple[str, ...] = ()) -> Path | None:
+    """The cgroup ``parent/name``, made and given ``limits`` (file name -> value, written in order; a file named in
+    ``optional`` only where the kernel offers it); ``None``, and nothing left behind, where either fails."""
+    path = parent / name
+    try:
+        path.mkdir()
+    except OSError:
+        return None
+    try:
+        for file, value in limits.items():
+            if file not in optional or (path / file).exists():
+                (path / file).write_text(value)
+    except OSError:
+        path.rmdir()
+        return None
+    return path
+
+
 def _join(paths: list[Path], argv: list[str]) -> list[str]:
     """``argv`` started inside the cgroups ``paths`` (a shell moves itself into each, then becomes ``argv``)."""
     if not paths:
@@ -93,8 +112,8 @@ def _join(paths: list[Path], argv: list[str]) -> list[str]:
 
 class CpuCgroup:
     """A cgroup v1 ``cpu`` cgroup for one sandbox: the default weight (every sandbox the same share, however many
-    processes or sessions it starts) and at most one CPU; ``path`` is ``None`` where none can be made (with cgroup
-    v2 the sandbox's one cgroup, :class:`MemoryCgroup`, bounds its CPU too, where the controller is given)."""
+    processes or process sessions it starts) and at most one CPU; ``path`` is ``None`` where none can be made (with
+    cgroup v2 the sandbox's one cgroup, :class:`MemoryCgroup`, bounds its CPU too, where the controller is given)."""
 
     def __init__(self, name: str):
         self.path, self.version, self.accounting = None, "", None
@@ -104,27 +123,14 @@ class CpuCgroup:
         parent, version = found
         if version == "2":
             return  # one cgroup holds every controller: MemoryCgroup's sets the CPU limit too
-        path = parent / name
-        try:
-            path.mkdir()
-        except OSError:
-            return
-        try:
-            (path / "cpu.shares").write_text("1024")
-            (path / "cpu.cfs_period_us").write_text("100000")
-            (path / "cpu.cfs_quota_us").write_text("100000")
-        except OSError:
-            path.rmdir()
+        path = _child(parent, name, {"cpu.shares": "1024", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "100000"})
+        if path is None:
             return
         self.path, self.version = path, version
         self.accounting = path if (path / "cpuacct.usage").exists() else None  # cpu,cpuacct mounted together
         found = None if self.accounting else _own_cgroup("cpuacct")
         if found is not None and found[1] == "1":
-            try:
-                (found[0] / name).mkdir()
-                self.accounting = found[0] / name
-            except OSError:
-                pass
+            self.accounting = _child(found[0], name, {})
 
     @property
     def paths(self) -> list[Path]:
@@ -175,22 +181,12 @@ class MemoryCgroup:
         if found is None:
             return
         parent, version = found
-        path = parent / name
-        try:
-            path.mkdir()
-        except OSError:
-            return
-        try:
-            if version == "2":
-                (path / "memory.max").write_text(str(limit))
-                if (path / "memory.swap.max").exists():
-                    (path / "memory.swap.max").write_text("0")
-                if (path / "cpu.max").exists():  # the cpu controller is given to this cgroup's children
-                    (path / "cpu.max").write_text("100000 100000")
-            else:
-                (path / "memory.limit_in_bytes").write_text(str(limit))
-        except OSError:
-            path.rmdir()
+        if version == "2":  # swap where the kernel counts it; cpu.max where the cpu controller is given to children
+            limits = {"memory.max": str(limit), "memory.swap.max": "0", "cpu.max": "100000 100000"}
+            path = _child(parent, name, limits, optional=("memory.swap.max", "cpu.max"))
+        else:
+            path = _child(parent, name, {"memory.limit_in_bytes": str(limit)})
+        if path is None:
             return
         self.path, self.version = path, version
 
