@@ -16,6 +16,7 @@ more than ten times smaller.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +45,10 @@ class MultilingualEmbedding(nn.Module):
         batch), a sequence of ``b`` names (one per sequence), or an integer tensor of language indices of shape
         ``(b,)`` (one per sequence) or ``(b, s)`` (one per token, for code-switched text).
 
+    Checks: every id against its own language's vocabulary, and tensor ``lang`` against the languages. On the CPU
+    a bad value raises a ``ValueError`` naming it; on a GPU or under ``torch.compile`` the checks run on the device
+    (``torch._assert_async``), so a forward never waits for the device, as :func:`~course_embed.checks.check_ids`.
+
     Reference: one ``nn.Embedding(V_l, d)`` per language; the tests load the same rows into separate tables and
     compare outputs and gradients.
 
@@ -60,6 +65,7 @@ class MultilingualEmbedding(nn.Module):
     offsets: torch.Tensor
     sizes: torch.Tensor
     languages = Fixed()
+    vocab_sizes = Fixed()
     d_model = Fixed()
     padding_idx = Fixed()
 
@@ -92,13 +98,21 @@ class MultilingualEmbedding(nn.Module):
                 f"padding_idx={padding_idx} must be a local id present in every language, i.e. in "
                 f"[0, {smallest}) for these vocabularies; use e.g. 0, or None for no pad token"
             )
-        fix(self, languages=tuple(vocab_sizes), d_model=d_model, padding_idx=padding_idx)
+        fix(
+            self,
+            languages=tuple(vocab_sizes),
+            vocab_sizes=MappingProxyType(dict(vocab_sizes)),
+            d_model=d_model,
+            padding_idx=padding_idx,
+        )
         self.scale = scale
         self.init = init or ("scaled_normal" if scale else "normal")
-        sizes = torch.tensor([vocab_sizes[lang] for lang in self.languages], device=device)
-        self.register_buffer("sizes", sizes, persistent=False)
-        self.register_buffer("offsets", torch.cumsum(sizes, 0) - sizes, persistent=False)
-        self.weight = nn.Parameter(torch.empty(int(sizes.sum()), d_model, device=device, dtype=dtype))
+        sizes = [vocab_sizes[lang] for lang in self.languages]
+        starts = [sum(sizes[:k]) for k in range(len(sizes))]  # host copies: reading them never waits for a device
+        self._starts, self._largest = tuple(starts), max(sizes)
+        self.register_buffer("sizes", torch.tensor(sizes, device=device), persistent=False)
+        self.register_buffer("offsets", torch.tensor(starts, device=device), persistent=False)
+        self.weight = nn.Parameter(torch.empty(sum(sizes), d_model, device=device, dtype=dtype))
         self.reset_parameters()
 
     @property
@@ -106,7 +120,7 @@ class MultilingualEmbedding(nn.Module):
         """Global rows of the languages' pad tokens (empty without ``padding_idx``); the first is the shared one."""
         if self.padding_idx is None:
             return []
-        return [int(o) + self.padding_idx for o in self.offsets.tolist()]
+        return [start + self.padding_idx for start in self._starts]
 
     def reset_parameters(self, init: Init | None = None) -> None:
         """Re-initialise every table with ``init`` (default: the constructor's) and zero all pad rows."""
@@ -116,9 +130,8 @@ class MultilingualEmbedding(nn.Module):
 
     def table(self, lang: str) -> torch.Tensor:
         """The ``(V_l, d)`` rows of language ``lang``: a view of the packed table (writes go through)."""
-        index = self.language_index(lang)
-        start = int(self.offsets[index])
-        return self.weight[start : start + int(self.sizes[index])]
+        start = self._starts[self.language_index(lang)]
+        return self.weight[start : start + self.vocab_sizes[lang]]
 
     def language_index(self, lang: str) -> int:
         """Index of language ``lang`` in ``languages``; a clear error for an unknown name."""
@@ -144,12 +157,16 @@ class MultilingualEmbedding(nn.Module):
                     f"lang must have shape (batch,) = ({b},) or the shape of ids {tuple(ids.shape)}, "
                     f"got {tuple(lang.shape)}"
                 )
-            lo, hi = (int(v) for v in torch.aminmax(lang)) if lang.numel() else (0, 0)
-            if not 0 <= lo <= hi < len(self.languages):
-                raise ValueError(
-                    f"lang holds indices outside [0, {len(self.languages)}), got {lo if lo < 0 else hi}; the "
-                    f"languages are {list(self.languages)} in that order: use language_index(name) to look one up"
-                )
+            n = len(self.languages)
+            if _on_host(lang):
+                lo, hi = (int(v) for v in torch.aminmax(lang)) if lang.numel() else (0, 0)
+                if not 0 <= lo <= hi < n:
+                    raise ValueError(
+                        f"lang holds indices outside [0, {n}), got {lo if lo < 0 else hi}; the languages are "
+                        f"{list(self.languages)} in that order: use language_index(name) to look one up"
+                    )
+            elif lang.numel():
+                torch._assert_async(((lang >= 0) & (lang < n)).all(), f"lang holds indices outside [0, {n})")
             lang = lang.to(device=ids.device, dtype=torch.long)
             return lang[:, None] if lang.dim() == 1 else lang
         if isinstance(lang, Sequence):
@@ -170,11 +187,15 @@ class MultilingualEmbedding(nn.Module):
         Raises a ValueError naming the language when an id is outside that language's vocabulary.
         """
         check_batch_ids(ids)
-        check_ids(ids, int(self.sizes.max()))  # integer dtype, no negative ids
+        check_ids(ids, self._largest)  # integer dtype, no negative ids
         index = self._language_tensor(lang, ids).expand_as(ids)  # (b, s)
         limit = self.sizes[index]
         bad = ids >= limit
-        if bool(bad.any()):
+        if not _on_host(ids):  # on a device, or being compiled: checked there, without waiting for the values
+            torch._assert_async(
+                ~bad.any(), "ids holds an id outside its language's vocabulary: call the module on CPU ids to see it"
+            )
+        elif bool(bad.any()):
             where = bad.nonzero()[0]
             lang_name = self.languages[int(index[tuple(where)])]
             raise ValueError(
@@ -194,5 +215,10 @@ class MultilingualEmbedding(nn.Module):
         return out * self.d_model**0.5 if self.scale else out
 
     def extra_repr(self) -> str:
-        sizes = dict(zip(self.languages, self.sizes.tolist(), strict=False))
+        sizes = dict(self.vocab_sizes)
         return f"{sizes}, {self.d_model}, padding_idx={self.padding_idx}, scale={self.scale}, init={self.init!r}"
+
+
+def _on_host(t: torch.Tensor) -> bool:
+    """Whether ``t``'s values can be read in Python without a device synchronisation or a graph break."""
+    return t.device.type == "cpu" and not torch.compiler.is_compiling()

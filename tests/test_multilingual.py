@@ -107,6 +107,23 @@ def test_id_of_another_language_is_rejected_not_read():
     assert m(ids, ["en", "zh"]).shape == (2, 2, 4)
 
 
+@pytest.mark.parametrize("lang", ["zh", ["en", "zh"], torch.tensor([0, 1]), torch.tensor([[0, 1], [1, 2]])])
+def test_forward_reads_no_value_back_while_compiled_and_still_checks(lang):
+    # a value read back to Python (a host sync on a GPU) would split the compiled graph
+    m = MultilingualEmbedding(SIZES, 4, padding_idx=0)
+    ids = torch.tensor([[1, 2], [3, 19]])
+    torch.compiler.reset()
+    explained = torch._dynamo.explain(m)(ids, lang)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    compiled = torch.compile(m, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(ids, lang), m(ids, lang), rtol=0, atol=0)
+    bad, named = ids.clone(), isinstance(lang, str)
+    bad[0, 0] = 25 if named else 35  # below the largest vocabulary (50), outside fr (20) or en (30), token [0, 0]'s
+    with pytest.raises(RuntimeError, match="outside its language's vocabulary: call the module on CPU ids"):
+        compiled(bad, "fr" if named else lang)
+    torch.compiler.reset()
+
+
 @pytest.mark.parametrize(
     "ids, lang, error, match",
     [
