@@ -3,9 +3,10 @@
     python3 scripts/chapter2_runs.py              # a few minutes on one core
     python3 scripts/chapter2_runs.py out.json     # the same runs, written elsewhere
 
-Every setting is trained from seeds 0-11 with :func:`course_embed.lab.tiny_lm.train_reverse` (one thread, so the
-numbers do not depend on the core count). The chapter prints these numbers, and ``tests/lab/test_tiny_lm.py``
-re-runs every group and checks each mean within its tolerance, whichever kernels the CPU picks.
+Every setting is trained from seeds 0-11, and the tying controls again from seeds 12-23, with
+:func:`course_embed.lab.tiny_lm.train_reverse` (one thread, so the numbers do not depend on the core count).
+The chapter prints these numbers, and ``tests/lab/test_tiny_lm.py`` re-runs every group and checks each mean within
+its tolerance, whichever kernels the CPU picks.
 """
 
 from __future__ import annotations
@@ -49,14 +50,20 @@ MAIN = [
     Setting("xavier_uniform", False),
     Setting("xavier_uniform", True),
     Setting("scaled_normal", True, pre_norm=True),
+    # untied, the head drawn anew from the table's own init: the copy's scale without the copy
+    Setting("scaled_normal", True, tied=False, head_like_table=True),
 ]
+# the tying controls again on new seeds: do their effects replicate?
+TYING = [MAIN[i] for i in (7, 9, 21, 11, 13, 14, 8, 12)]
 LONG = [D2L, MAIN[2], MAIN[3], MAIN[4], Setting("scaled_normal", True)]
 GROUPS = {  # name: (steps, lr, settings)
     "150 steps, lr 1e-2": (150, 1e-2, MAIN),
     "150 steps, lr 3e-3": (150, 3e-3, [D2L]),
     "150 steps, lr 3e-2": (150, 3e-2, [D2L]),
     "1200 steps, lr 1e-2": (1200, 1e-2, LONG),
+    "150 steps, lr 1e-2, seeds 12-23": (150, 1e-2, TYING),
 }
+SEEDS_OF = {"150 steps, lr 1e-2, seeds 12-23": list(range(12, 24))}
 
 
 def main(out: Path) -> None:
@@ -64,7 +71,7 @@ def main(out: Path) -> None:
     for name, (steps, lr, settings) in GROUPS.items():
         start = time.perf_counter()
         every = 25 if steps <= 150 else 100
-        runs = tiny_lm.train_reverse(settings, SEEDS, steps=steps, lr=lr, every=every)
+        runs = tiny_lm.train_reverse(settings, SEEDS_OF.get(name, SEEDS), steps=steps, lr=lr, every=every)
         groups[name] = (steps, lr, runs)
         print(f"{name}: {len(runs)} runs, {time.perf_counter() - start:.0f} s", file=sys.stderr)
     tiny_lm.write_record(out, groups)

@@ -35,7 +35,8 @@ class Setting:
     ``cool``: divide the attention scores by this (a control that de-saturates the first softmax);
     ``tau``: divide the logits by this temperature (a control that shrinks the own-row logit);
     ``copy_head``: untied, with the head initialised as a copy of the table (the tied model's starting logits,
-    its own gradients).
+    its own gradients); ``head_like_table``: untied, with the head drawn anew from the table's own init (the
+    copy's scale without the copy).
     """
 
     init: str
@@ -46,10 +47,15 @@ class Setting:
     cool: float = 1.0
     tau: float = 1.0
     copy_head: bool = False
+    head_like_table: bool = False
 
     def __post_init__(self):
         if self.copy_head and self.tied:
             raise ValueError("copy_head=True needs tied=False: a tied model's head is the table itself")
+        if self.head_like_table and self.tied:
+            raise ValueError("head_like_table=True needs tied=False: a tied model's head is the table itself")
+        if self.copy_head and self.head_like_table:
+            raise ValueError("pick one of copy_head and head_like_table: the head is a copy or a new draw")
         if self.cool <= 0 or self.tau <= 0 or self.pe_scale <= 0:
             raise ValueError(f"cool, tau and pe_scale must be positive, got {self.cool}, {self.tau}, {self.pe_scale}")
 
@@ -85,6 +91,9 @@ class TinyTransformer(nn.Module):
         if setting.copy_head:
             with torch.no_grad():
                 self.head.weight.copy_(self.embed.weight)
+        if setting.head_like_table:  # a second, independent draw from the table's init
+            with torch.no_grad():
+                self.head.weight.copy_(TokenEmbedding(vocab_size, d_model, scale=False, init=setting.init).weight)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.embed(ids) + self.pe[: ids.shape[1]]  # (b, s, d)

@@ -37,10 +37,11 @@ def _plain_loop(setting, seed, steps, vocab_size=32, d_model=32, seq=8, batch=16
 
 
 CONTROLS = Setting("scaled_normal", True, tied=False, copy_head=True, cool=3.0, tau=2.0)
+DRAWN = Setting("scaled_normal", True, tied=False, head_like_table=True)
 
 
 def test_batched_training_equals_separate_runs():
-    settings = SETTINGS + [CONTROLS]
+    settings = SETTINGS + [CONTROLS, DRAWN]
     results = tiny_lm.train_reverse(settings, [0, 1], steps=20, every=10)
     assert [(r.setting, r.seed) for r in results] == [(s, k) for s in settings for k in (0, 1)]
     for r in results:
@@ -94,6 +95,18 @@ def test_the_controls_copy_the_table_and_divide_scores_and_logits():
         Setting("normal", True, copy_head=True)
     with pytest.raises(ValueError, match="must be positive"):
         Setting("normal", True, tau=0.0)
+
+
+def test_the_head_like_table_is_a_new_draw_of_the_tables_init():
+    torch.manual_seed(0)
+    model = tiny_lm.TinyTransformer(32, 512, 8, Setting("scaled_normal", True, tied=False, head_like_table=True))
+    head, table = model.head.weight.detach(), model.embed.weight.detach()
+    assert head.std().item() == pytest.approx(512**-0.5, rel=0.02)  # the table's N(0, 1/d), not nn.Linear's
+    assert abs(F.cosine_similarity(head.flatten(), table.flatten(), dim=0).item()) < 0.02  # independent of it
+    with pytest.raises(ValueError, match="head_like_table=True needs tied=False"):
+        Setting("normal", True, head_like_table=True)
+    with pytest.raises(ValueError, match="pick one"):
+        Setting("normal", True, tied=False, copy_head=True, head_like_table=True)
 
 
 def test_summarise_and_the_record_round_trip(tmp_path):
