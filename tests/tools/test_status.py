@@ -97,6 +97,7 @@ def test_render_page_shows_every_record_and_the_verdict():
     )
     assert "| [2. B](02_b.ipynb) | 20.0 s | 9 | **no**: Cell 3, Cell 7 differ |" in page
     assert "| **Total** | 28.1 s | 24 | | | |" in page
+    assert "`ATEN_CPU_CAPABILITY=avx2`" in page  # the second kernel selection CI checks
 
 
 def test_update_refuses_a_notebook_that_is_not_a_published_chapter(tmp_path):
