@@ -210,7 +210,8 @@ def _heatmap(ax, table: torch.Tensor, d_model: int, base: float):
     )
     ax.set_xlabel("dimension index (0 = fastest)")
     ax.set_ylabel("position")
-    ticks = sorted({2 * round(f * (shown - 2) / 2) for f in (0, 0.25, 0.5, 0.75, 1)})
+    # even spacing at pair boundaries (0, shown/4, shown/2, 3 shown/4), and the last pair
+    ticks = sorted({min(2 * int(f * shown / 2), shown - 2) for f in (0, 0.25, 0.5, 0.75, 1)})
     lengths = wavelengths(d_model, base)
     top = ax.secondary_xaxis("top")
     top.set_xticks(ticks, labels=[f"{w:.3g}" if w < 1000 else f"{w:,.0f}" for w in lengths[ticks].tolist()])
