@@ -2,7 +2,7 @@
 
 The introduction draws it whole; a chapter draws it with its own box highlighted (``highlight="lookup"``).
 Box names, left to right (see :data:`BOXES`): ``ids``, ``lookup``, ``scale``, ``position``, ``layernorm``,
-``dropout``, ``attention``, ``layers``, ``output``.
+``dropout``, ``attention``, ``layers``, ``final_norm``, ``output``.
 """
 
 from __future__ import annotations
@@ -20,12 +20,16 @@ BOXES = {
     "dropout": ("dropout", "ch. 4"),
     "attention": ("attention\nlayer 1\nq·k, softmax", "ch. 5: RoPE,\nALiBi act here"),
     "layers": ("layers\n2 … N", ""),
+    "final_norm": ("final\nLayerNorm", "pre-LN\nmodels"),
     "output": ("output layer\nlogits = h Wᵀ", "ch. 1, 2"),
 }
 #: Boxes drawn with a dashed edge: only some models have them. BERT, GPT-2 and LLaMA do not scale by √d;
 #: LLaMA adds no position vector (RoPE acts inside attention); GPT-2 and LLaMA have no LayerNorm here;
-#: LLaMA has no input dropout.
-OPTIONAL = ("scale", "position", "layernorm", "dropout")
+#: LLaMA has no input dropout; a post-LN model (the original Transformer, BERT) has no final norm, a pre-LN one
+#: (GPT-2, LLaMA) normalises the last layer's output before the logits.
+OPTIONAL = ("scale", "position", "layernorm", "dropout", "final_norm")
+#: The note under the boxes' right end: the chapters about the whole path rather than one box.
+FOOTER = "ch. 6: where the time and memory go; ch. 7: training choices for big vocabularies"
 #: The legend drawn under the boxes.
 LEGEND = "dashed box: only some models have it"
 
@@ -37,11 +41,11 @@ def draw_input_layer(highlight: str | None = None):
         highlight: a key of :data:`BOXES` to fill in colour (the box a chapter is about), or ``None``.
 
     The token table ``W`` appears twice, as the lookup and as the output layer, joined by a curved
-    "same W (tied)" arrow; chapter 6 makes the whole row fast.
+    "same W (tied)" arrow; a footnote names chapters 6 and 7, which study the whole row.
     """
     if highlight is not None and highlight not in BOXES:
         raise ValueError(f"highlight must be one of {tuple(BOXES)} or None, got {highlight!r}")
-    fig, ax = plt.subplots(figsize=(11, 3.0))
+    fig, ax = plt.subplots(figsize=(12, 3.0))
     width, height, gap = 1.0, 0.9, 0.28
     centres = {}
     for i, (name, (label, chapters)) in enumerate(BOXES.items()):
@@ -99,7 +103,7 @@ def draw_input_layer(highlight: str | None = None):
     ax.text(
         centres["output"] + width / 2,
         -0.45,
-        "ch. 6: making the whole path fast",
+        FOOTER,
         ha="right",
         va="top",
         fontsize=7.5,

@@ -27,11 +27,13 @@ def test_every_box_is_drawn_in_order_with_its_label():
     for label, chapters in diagram.BOXES.values():
         assert label in texts and (not chapters or chapters in texts)
     assert any("tied" in t for t in texts)
-    for name in ("scale", "position", "layernorm", "dropout"):  # only some models have them
+    for name in ("scale", "position", "layernorm", "dropout", "final_norm"):  # only some models have them
         assert boxes[f"box-{name}"].get_linestyle() == "--"
     for name in ("ids", "lookup", "attention", "layers", "output"):
         assert boxes[f"box-{name}"].get_linestyle() == "-"
     assert diagram.LEGEND in texts and "dashed" in diagram.LEGEND
+    assert diagram.FOOTER in texts and "ch. 6" in diagram.FOOTER and "ch. 7" in diagram.FOOTER
+    assert list(diagram.BOXES).index("final_norm") == list(diagram.BOXES).index("output") - 1
     assert "logits" in fig.axes[0].get_title()
 
 
