@@ -1,4 +1,5 @@
-"""Chapter 4's figures: probe accuracy by width, dropout's average, cosine histograms, grouped bars, pad influence.
+"""Chapter 4's figures: probe accuracy by width, dropout's average, cosine histograms, grouped bars, pad influence,
+per-seed dots.
 
 Each function returns the ``Figure`` and never shows it; the numbers come from :mod:`course_embed.lab.fusion`.
 """
@@ -121,5 +122,31 @@ def plot_pad_influence(n_pads: list[int], unmasked: list[float], masked: list[fl
     ax.set_ylabel("max |change| of real outputs")
     ax.set_title("Pads move the real tokens' outputs unless the attention masks them", fontsize=10)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_seed_dots(values: dict[str, torch.Tensor], xlabel: str, title: str):
+    """One row per group: a dot per seed (``values[label]``, shape ``(seeds,)``), the mean with a bar of two
+    standard errors each side, and the median as a vertical tick."""
+    if not values:
+        raise ValueError("values is empty; pass {label: one value per seed}")
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.32 * len(values)))
+    for row, (label, v) in enumerate(values.items()):
+        v = torch.as_tensor(v, dtype=torch.float64).flatten()
+        if len(v) < 2:
+            raise ValueError(f"values[{label!r}] needs at least two seeds, got {len(v)}")
+        jitter = torch.linspace(-0.18, 0.18, len(v))
+        ax.plot(v.numpy(), (row + jitter).numpy(), "o", ms=3, alpha=0.5, color="tab:blue")
+        se = v.std().item() / len(v) ** 0.5
+        ax.errorbar(v.mean().item(), row, xerr=2 * se, fmt="D", color="black", ms=5, capsize=3)
+        ax.plot([v.median().item()] * 2, [row - 0.3, row + 0.3], color="tab:red", lw=2)
+    ax.plot([], [], "D", color="black", label="mean ± 2 SE")
+    ax.plot([], [], color="tab:red", lw=2, label="median")
+    ax.set_yticks(range(len(values)), list(values))
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig

@@ -2,7 +2,8 @@
 
 A member is a one-layer, single-head model: fused input ``x`` -> ``x + attention(x)`` -> ``x + MLP(x)`` ->
 linear read-out. Its input layer adds or concatenates a token table and a learned position table (or has no
-positions), optionally followed by a LayerNorm without affine parameters; its attention is causal or not.
+positions), optionally multiplied by a constant ``input_scale`` and followed by a LayerNorm without affine
+parameters; its attention is causal or not.
 
 To train several seeds and variants in seconds on a loaded CPU, all members live in one :class:`TinyEnsemble`
 whose parameters carry a leading member axis ``E``: one forward and one Adam step train every member at once.
@@ -34,7 +35,9 @@ FUSIONS = ("add", "concat", "none")
 class Spec:
     """One member: ``fusion`` ``"add"`` (token and position both ``d_model`` wide), ``"concat"`` (token
     ``d_model - d_position``, position ``d_position``; default half) or ``"none"`` (no positions); a LayerNorm
-    after fusing; causal attention; and the ``seed`` of its initialisation and of its data."""
+    after fusing; causal attention; the ``seed`` of its initialisation and of its data; and ``input_scale``, a
+    constant that multiplies the fused vector (before the LayerNorm, if any): the control for the scale a LayerNorm
+    changes."""
 
     fusion: str
     d_model: int
@@ -42,12 +45,15 @@ class Spec:
     causal: bool = False
     seed: int = 0
     d_position: int | None = None
+    input_scale: float = 1.0
 
     def __post_init__(self):
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}")
         if self.d_model < 2:
             raise ValueError(f"d_model must be >= 2, got {self.d_model}")
+        if not self.input_scale > 0:
+            raise ValueError(f"input_scale must be > 0, got {self.input_scale}")
         if self.fusion == "concat" and not 0 < self.widths[1] < self.d_model:
             raise ValueError(f"d_position must be in (0, d_model={self.d_model}) for concat, got {self.d_position}")
 
@@ -107,6 +113,7 @@ class TinyEnsemble(nn.Module):
         self.register_buffer("hidden_mask", hidden)
         self.register_buffer("layer_norm", torch.tensor([s.layer_norm for s in specs]))
         self.register_buffer("causal", torch.tensor([s.causal for s in specs]))
+        self.register_buffer("input_scale", torch.tensor([s.input_scale for s in specs], dtype=torch.float64))
         self.register_buffer("token_scale", torch.tensor([math.sqrt(s.widths[0]) for s in specs]))
         self.register_buffer("score_scale", torch.tensor([1 / math.sqrt(s.d_model) for s in specs]))
         shapes = {
@@ -156,6 +163,7 @@ class TinyEnsemble(nn.Module):
         members = torch.arange(len(self.specs), device=ids.device)[:, None, None]
         x = self.token[members, ids] * (self.token_scale[:, None] * self.token_mask)[:, None, None]
         x = x + self.position[:, None, : ids.shape[-1]] * self.position_mask[:, None, None]
+        x = x * self.input_scale[:, None, None, None].to(x.dtype)  # exactly x where the scale is 1
         active, n = self.active[:, None, None], self.active.sum(-1)[:, None, None, None]
         mean = (x * active).sum(-1, keepdim=True) / n
         var = ((x - mean) ** 2 * active).sum(-1, keepdim=True) / n
@@ -241,9 +249,10 @@ def train(
 ) -> dict[str, torch.Tensor]:
     """Train every member with Adam on ``task`` (a fresh batch each step), one thread, deterministic.
 
-    Each member's data come from ``Generator().manual_seed(1000 + spec.seed)``; members with the same seed see
-    the same data. The loss is the sum of the members' mean cross-entropies, so each member's gradient is its
-    own. Every ``eval_every`` steps, accuracy (all positions) on a fixed held-out batch per seed is recorded.
+    Members with the same seed share one data stream, ``Generator().manual_seed(1000 + spec.seed)``, and draw their
+    batches from it in turn (member order within a step), so two such members see different batches. The loss is
+    the sum of the members' mean cross-entropies, so each member's gradient is its own. Every ``eval_every`` steps,
+    accuracy (all positions) on a fixed held-out batch per seed is recorded.
 
     Returns ``steps`` ``(t,)`` and ``accuracy`` ``(t, E)`` (the last row after the final step).
     """

@@ -342,3 +342,21 @@ def test_plot_pad_influence():
     assert ax.lines[0].get_ydata().tolist() == [0.1, 0.2, 0.3] and ax.get_xscale() == "log"
     with pytest.raises(ValueError, match="masked must hold 3"):
         fusion_figures.plot_pad_influence([1, 2, 4], [0.1, 0.2, 0.3], [0.0])
+
+
+def test_plot_seed_dots_draws_every_seed_the_mean_and_the_median():
+    values = {"a": torch.tensor([1.0, 2.0, 6.0]), "b": torch.tensor([4.0, 4.0])}
+    fig = fusion_figures.plot_seed_dots(values, "steps", "t")
+    ax = fig.axes[0]
+    dots = [line.get_xdata().tolist() for line in ax.lines if line.get_marker() == "o"]
+    assert dots == [[1.0, 2.0, 6.0], [4.0, 4.0]]
+    red = [line for line in ax.lines if line.get_color() == "tab:red" and len(line.get_xdata())]
+    medians = [line.get_xdata().tolist() for line in red]
+    assert medians == [[2.0, 2.0], [4.0, 4.0]]
+    means = [c.get_children()[0].get_xdata().tolist() for c in ax.containers]
+    assert means == [[3.0], [4.0]]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+    with pytest.raises(ValueError, match="at least two seeds"):
+        fusion_figures.plot_seed_dots({"a": torch.tensor([1.0])}, "x", "t")
+    with pytest.raises(ValueError, match="empty"):
+        fusion_figures.plot_seed_dots({}, "x", "t")

@@ -32,7 +32,11 @@ def reference(params, spec, ids):
     if spec.layer_norm:
         state |= {"norm.weight": torch.ones(d), "norm.bias": torch.zeros(d)}
     embed.load_state_dict(state)
-    x = embed(ids)  # (b, s, d)
+    if spec.layer_norm and spec.input_scale != 1:  # the scale sits between the sum and the LayerNorm
+        embed.norm, norm = torch.nn.Identity(), embed.norm
+        x = norm(embed(ids) * spec.input_scale)
+    else:
+        x = embed(ids) * spec.input_scale  # (b, s, d)
     scores = (x @ params["wq"]) @ (x @ params["wk"]).transpose(-2, -1) / math.sqrt(d)
     if spec.causal:
         scores = scores.masked_fill(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool).triu(1), -math.inf)
@@ -47,6 +51,8 @@ SPECS = [
     tr.Spec("concat", 6, d_position=2, seed=2),
     tr.Spec("none", 10, causal=True, seed=3),
     tr.Spec("add", 4, layer_norm=True, causal=True, seed=4),
+    tr.Spec("add", 6, seed=5, input_scale=0.5**0.5),
+    tr.Spec("concat", 8, layer_norm=True, seed=6, input_scale=3.0),
 ]
 
 
@@ -164,6 +170,7 @@ def test_evaluate_counts_every_position():
     [
         (lambda: tr.Spec("sum", 8), "fusion must be one of"),
         (lambda: tr.Spec("concat", 8, d_position=8), r"d_position must be in \(0, d_model=8\)"),
+        (lambda: tr.Spec("add", 8, input_scale=0.0), "input_scale must be > 0"),
         (lambda: tr.TinyEnsemble([], V, L, N_OUT), "at least one Spec"),
         (lambda: tr.TinyEnsemble(SPECS[:2], V, L, N_OUT)(torch.zeros(3, 1, 2, dtype=torch.long)), "members=2"),
         (lambda: tr.train(tr.TinyEnsemble(SPECS[:1], V, L, N_OUT), tr.reverse_task(V, L), 0), "steps"),
