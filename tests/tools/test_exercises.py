@@ -21,6 +21,7 @@ from .grading_cases import (
     _partial_rope,
     _step_bytes,
     _timing,
+    _truncated,
     solution_answers,
 )
 
@@ -337,6 +338,30 @@ PUBLIC_MISTAKES = {
                 "    torch.manual_seed(seed)\n"
                 "    return (torch.randn(1000, 512) / 512 ** 0.5).norm(dim=1).mean().item()",
                 "mean_row_norm(1) is {0.99..1.01}, expected 22.65 to 2 decimals",
+            ),
+        },
+        "q4": {
+            "nn.init.trunc_normal_'s default bounds, +-2 (absolute)": (
+                _truncated(fill="nn.init.trunc_normal_(weight, std=std)"),
+                "outside [-0.04, 0.04] = +-cutoff * std: every sample beyond cutoff standard deviations is re-drawn "
+                "(nn.init.trunc_normal_'s a and b are absolute bounds, not multiples of std)",
+            ),
+            "the tails clamped onto the bounds": (
+                _truncated(fill="weight.normal_(0.0, std).clamp_(-cutoff * std, cutoff * std)"),
+                "of the values sit on the bounds +-0.04: clamping piles the normal's tails there",
+            ),
+            "truncated, then rescaled to std": (
+                _truncated(after="weight.mul_(std / weight.std())"),
+                "truncated values rescaled to std 0.02; the truncated normal keeps its narrower std, 0.01759",
+                "absolute bounds",
+            ),
+            "the pad row zeroed before the init": (
+                _truncated(pad_first=True),
+                "row 0 is not zero; zero row padding_idx after the random init",
+            ),
+            "the std argument returned, not measured": (
+                "def truncated_std(std, cutoff, seed):\n    return float(std)",
+                "truncated_std(0.02, 2.0, 1) is 0.02000, the std of the normal before truncation",
             ),
         },
     },
@@ -906,6 +931,7 @@ ONE_MISS = {
         "_solved = alibi_slopes\ndef alibi_slopes(num_heads):\n    return _solved(num_heads).double()",
         2.0,
     ),
+    "BERT's init with the pad row zeroed first": ("01_token_embedding", "q4", _truncated(pad_first=True), 2.25),
     "float32 angles in Tensor2Tensor's table": ("03_sinusoidal", "q4", _timing(angles="float32"), 2.25),
     "Tensor2Tensor's table from position 0 whatever the start": ("03_sinusoidal", "q4", _timing(first="0"), 2.5),
     "a right mask without the TypeError": (

@@ -48,6 +48,21 @@ def _partial_rope(pairs="half", width="r", angles="float64", r="rotary_dim", che
     )
 
 
+def _truncated(fill="nn.init.trunc_normal_(weight, 0.0, std, -cutoff * std, cutoff * std)", after="", pad_first=False):
+    """An ``init_truncated_`` (exercise 01, question 4) with one mistake: ``fill`` how the values are drawn, ``after``
+    a statement run on them next, ``pad_first`` whether the pad row is zeroed before the values are drawn."""
+    pad = "        if padding_idx is not None:\n            weight[padding_idx].zero_()\n"
+    return (
+        "def init_truncated_(weight, std=0.02, cutoff=2.0, padding_idx=None):\n"
+        "    with torch.no_grad():\n"
+        + (pad if pad_first else "")
+        + f"        {fill}\n"
+        + (f"        {after}\n" if after else "")
+        + ("" if pad_first else pad)
+        + "    return weight"
+    )
+
+
 def _timing(
     layout="torch.cat((sin, cos), dim=1)", step="(n - 1)", angles="float64", first="start", check="or d_model < 4"
 ):
@@ -190,6 +205,19 @@ _AT_OR_BELOW = "([g for size, g in staircase if size <= nbytes] or [staircase[0]
 #: function of a correct notebook). Each must fail at least one hidden test of its question, which
 #: test_exercises.py checks in the test process (the sandbox round trip is test_grading.py's).
 WRONG_ANSWERS = {
+    "01_token_embedding": {
+        "q4": {
+            "nn.init.trunc_normal_'s default bounds, +-2 (absolute)": _truncated(
+                fill="nn.init.trunc_normal_(weight, std=std)"
+            ),
+            "the tails clamped onto the bounds": _truncated(
+                fill="weight.normal_(0.0, std).clamp_(-cutoff * std, cutoff * std)"
+            ),
+            "truncated, then rescaled to std": _truncated(after="weight.mul_(std / weight.std())"),
+            "the pad row zeroed before the init": _truncated(pad_first=True),
+            "the std argument returned, not measured": "def truncated_std(std, cutoff, seed):\n    return float(std)",
+        },
+    },
     "03_sinusoidal": {
         "q1": {
             "the base hard-coded to 10000": "_solved = sinusoidal\n"
