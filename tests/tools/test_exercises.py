@@ -19,6 +19,7 @@ from .grading_cases import (
     ROOT,
     WRONG_ANSWERS,
     _partial_rope,
+    _roberta,
     _step_bytes,
     _timing,
     _truncated,
@@ -589,6 +590,40 @@ PUBLIC_MISTAKES = {
                 "is True at the real tokens: nn.MultiheadAttention's key_padding_mask means True = ignore this key",
             ),
         },
+        "q5": {
+            "every column numbered, pads included": (
+                _roberta(
+                    "torch.where(ids == padding_idx, padding_idx, torch.arange(ids.shape[1]) + padding_idx + 1 + "
+                    "offset)"
+                ),
+                "numbers every column, pads included: count the real tokens only",
+            ),
+            "the pads' running count left in place": (
+                _roberta("real.cumsum(dim=1) + offset + padding_idx"),
+                "gives the pads the count of real tokens before them: every pad gets position padding_idx (1)",
+            ),
+            "the first real token at padding_idx": (
+                _roberta("(real.cumsum(dim=1) - 1 + offset) * real + padding_idx"),
+                "starts at padding_idx: the k-th real token is at padding_idx + k",
+            ),
+            "counted down the batch": (
+                _roberta("(real.cumsum(dim=0) + offset) * real + padding_idx"),
+                "counts down the batch: count along each sequence (dim 1)",
+            ),
+            "the offset added to the pads too": (
+                _roberta("real.cumsum(dim=1) * real + offset + padding_idx"),
+                "roberta_positions([[1, 8, 9], [8, 9, 1]], 1, offset=3) is [[4, 5, 6], [5, 6, 4]]: the pads stay "
+                "where they are without an offset (at padding_idx, 1)",
+            ),
+            "int32 positions (Hugging Face's casts without the final .long())": (
+                _roberta("(real.int().cumsum(dim=1).int() + offset) * real.int() + padding_idx"),
+                "must return a (3, 5) torch.int64 tensor, got (3, 5) torch.int32",
+            ),
+            "no error for ids that are not 2-D": (
+                _roberta(check=False),
+                "roberta_positions(tensor([5, 6, 1]), 1) (1-D ids: batch first, ids.unsqueeze(0)) raised IndexError",
+            ),
+        },
     },
     "05_rope_alibi": {
         "q1": {
@@ -932,6 +967,12 @@ ONE_MISS = {
         2.0,
     ),
     "BERT's init with the pad row zeroed first": ("01_token_embedding", "q4", _truncated(pad_first=True), 2.25),
+    "RoBERTa's positions as int32": (
+        "04_fusion",
+        "q5",
+        _roberta("(real.int().cumsum(dim=1).int() + offset) * real.int() + padding_idx"),
+        1.5,
+    ),
     "float32 angles in Tensor2Tensor's table": ("03_sinusoidal", "q4", _timing(angles="float32"), 2.25),
     "Tensor2Tensor's table from position 0 whatever the start": ("03_sinusoidal", "q4", _timing(first="0"), 2.5),
     "a right mask without the TypeError": (

@@ -63,6 +63,17 @@ def _truncated(fill="nn.init.trunc_normal_(weight, 0.0, std, -cutoff * std, cuto
     )
 
 
+def _roberta(positions="(real.cumsum(dim=1) + offset) * real + padding_idx", check=True):
+    """A ``roberta_positions`` (exercise 04, question 5) with one mistake: ``positions`` the expression of the
+    position ids (``real`` is 1 at the real tokens), ``check`` whether ids that are not 2-D raise."""
+    return (
+        "def roberta_positions(ids, padding_idx, offset=0):\n"
+        + ("    if ids.dim() != 2:\n        raise ValueError('ids must be (batch, seq)')\n" if check else "")
+        + "    real = (ids != padding_idx).long()\n"
+        f"    return {positions}"
+    )
+
+
 def _timing(
     layout="torch.cat((sin, cos), dim=1)", step="(n - 1)", angles="float64", first="start", check="or d_model < 4"
 ):
@@ -243,6 +254,20 @@ WRONG_ANSWERS = {
             "float32 angles": _timing(angles="float32"),
             "start ignored": _timing(first="0"),
             "no error for d_model = 2": _timing(check=""),
+        },
+    },
+    "04_fusion": {
+        "q5": {
+            "every column numbered, pads included": _roberta(
+                "torch.where(ids == padding_idx, padding_idx, torch.arange(ids.shape[1]) + padding_idx + 1 + offset)"
+            ),
+            "the pads' running count left in place": _roberta("real.cumsum(dim=1) + offset + padding_idx"),
+            "the first real token at padding_idx": _roberta("(real.cumsum(dim=1) - 1 + offset) * real + padding_idx"),
+            "the offset added to the pads too": _roberta("real.cumsum(dim=1) * real + offset + padding_idx"),
+            "int32 positions (Hugging Face's casts without the final .long())": _roberta(
+                "(real.int().cumsum(dim=1).int() + offset) * real.int() + padding_idx"
+            ),
+            "no error for ids that are not 2-D": _roberta(check=False),
         },
     },
     "05_rope_alibi": {
