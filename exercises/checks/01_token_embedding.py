@@ -167,3 +167,80 @@ def mean_row_norm_for_seed_1(mean_row_norm):
         f"mean_row_norm(1) is {value:.4f}, expected 22.65 to 2 decimals: nn.Embedding(1000, 512) right after "
         f"torch.manual_seed(1), rows' Euclidean norms (dim=1), then their mean (grading tries other seeds)"
     )
+
+
+#: The truncated normal N(0, 0.02^2) cut at 2 standard deviations: its standard deviation, 0.02 * 0.879626 (the
+#: normal's std times sqrt(1 - 2 c phi(c) / (2 Phi(c) - 1)) at c = 2), and the share of its samples within one std
+#: of 0, P(|z| < 1) / P(|z| < 2)
+TRUNCATED_STD = 0.0175925132
+TRUNCATED_WITHIN_ONE_STD = 0.7152328
+
+
+def _truncated_in_place(init_truncated_, padding_idx=0):
+    w = torch.nn.Parameter(torch.full((4000, 64), 3.0))
+    returned = init_truncated_(w, 0.02, 2.0, padding_idx=padding_idx)
+    return {"returned": returned, "weight": w}
+
+
+@test("q4", points=0.25)
+def truncated_init_in_place_with_the_pad_row_zero(init_truncated_):
+    got = yield run(_truncated_in_place, init_truncated_)
+    label = "init_truncated_(w, 0.02, 2.0, padding_idx=0) on a (4000, 64) float32 Parameter"
+    if got.raised and "leaf Variable" in got.message:
+        raise AssertionError(f"{label} raised RuntimeError: a Parameter changes in place only under torch.no_grad()")
+    result = got.ok(label)
+    w = as_tensor(result["weight"], "the Parameter passed in")
+    assert w.dtype == torch.float32, f"{label}: the Parameter must keep its dtype float32, got {w.dtype}"
+    assert not torch.all(w == 3.0), f"{label} left the Parameter unchanged: fill `weight` itself, in place"
+    returned = as_tensor(result["returned"], f"{label} (its return value)")
+    assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
+    assert torch.all(w[0] == 0), f"{label}: row 0 is not zero; zero row padding_idx after the random init"
+    assert not torch.all(w[1] == 0), f"{label}: row 1 is zero; only row padding_idx is"
+
+
+@test("q4", points=0.5)
+def truncated_init_is_a_truncated_normal(init_truncated_):
+    got = yield run(_truncated_in_place, init_truncated_, None)
+    label = "init_truncated_(w, 0.02, 2.0) on a (4000, 64) float32 Parameter"
+    w = as_tensor(got.ok(label)["weight"], "the Parameter passed in").double()
+    largest, std = w.abs().max().item(), w.std().item()
+    if abs(std - 0.02) < 0.03 * 0.02 and largest <= 0.04 * 0.02 / TRUNCATED_STD * (1 + 1e-3):
+        raise AssertionError(
+            f"{label}: the values' std is {std:.5f} and they stop at +-{largest:.4f}: truncated values rescaled to "
+            f"std 0.02; the truncated normal keeps its narrower std, {TRUNCATED_STD:.5f} (do not rescale it)"
+        )
+    assert largest <= 0.04 * (1 + 1e-6), (
+        f"{label} holds values up to {largest:.4f} in magnitude, outside [-0.04, 0.04] = +-cutoff * std: every "
+        f"sample beyond cutoff standard deviations is re-drawn (nn.init.trunc_normal_'s a and b are absolute bounds, "
+        f"not multiples of std)"
+    )
+    on_bounds = (w.abs() >= 0.04 * (1 - 1e-6)).double().mean().item()
+    assert on_bounds < 0.005, (
+        f"{label}: {on_bounds:.1%} of the values sit on the bounds +-0.04: clamping piles the normal's tails there; "
+        f"a truncated normal re-draws them instead"
+    )
+    assert abs(std - TRUNCATED_STD) < 0.03 * TRUNCATED_STD, (
+        f"{label}: the values' std is {std:.5f}, expected {TRUNCATED_STD:.5f}, that of N(0, 0.02^2) restricted to "
+        f"[-0.04, 0.04]"
+    )
+    within = (w.abs() < 0.02).double().mean().item()
+    assert abs(within - TRUNCATED_WITHIN_ONE_STD) < 0.02, (
+        f"{label}: {within:.3f} of the values lie within one std (0.02) of 0, the truncated normal has "
+        f"{TRUNCATED_WITHIN_ONE_STD:.3f}: draw from the normal, then drop and re-draw the values beyond the bounds"
+    )
+
+
+@test("q4", points=0.25)
+def truncated_std_for_bert(truncated_std):
+    got = yield run(truncated_std, 0.02, 2.0, 1)
+    label = "truncated_std(0.02, 2.0, 1)"
+    value = got.number(label)
+    if abs(value - 0.02) < 1e-4:
+        raise AssertionError(
+            f"{label} is {value:.5f}, the std of the normal before truncation: measure the standard deviation of the "
+            f"filled (30522, 768) table's entries, which truncation makes smaller"
+        )
+    assert abs(value - TRUNCATED_STD) <= 1e-3 * TRUNCATED_STD, (
+        f"{label} is {value:.6f}, expected {TRUNCATED_STD:.6f} to within 0.1%: right after torch.manual_seed(1), a "
+        f"(30522, 768) float32 table filled by init_truncated_(w, 0.02, 2.0), then the std of all its entries"
+    )

@@ -173,3 +173,87 @@ def mean_abs_cos_for_seed_1(mean_abs_cos):
         f"after torch.manual_seed(1), PE rows 0-99 of width 512, |cos| per pair, then the mean (grading tries other "
         f"seeds)"
     )
+
+
+#: Right, left and inner padding (pad id 1), and the positions RoBERTa gives them
+PADDED = [[5, 6, 7, 1, 1], [1, 1, 5, 6, 7], [5, 1, 6, 1, 7]]
+ROBERTA = [[2, 3, 4, 1, 1], [1, 1, 2, 3, 4], [2, 1, 3, 1, 4]]
+#: the same ids numbered column by column (pads included, then set to padding_idx), with the pads' running count
+#: left in place (no mask), from padding_idx instead of padding_idx + 1, and counted down the batch (dim 0)
+BY_COLUMN = [[2, 3, 4, 1, 1], [1, 1, 4, 5, 6], [2, 1, 4, 1, 6]]
+UNMASKED = [[2, 3, 4, 4, 4], [1, 1, 2, 3, 4], [2, 2, 3, 3, 4]]
+FROM_PAD = [[1, 2, 3, 1, 1], [1, 1, 1, 2, 3], [1, 1, 2, 1, 3]]
+DOWN_THE_BATCH = [[2, 2, 2, 1, 1], [1, 1, 3, 2, 2], [3, 1, 4, 1, 3]]
+
+
+def _positions(roberta_positions, ids, padding_idx, **kwargs):
+    out = roberta_positions(ids, padding_idx, **kwargs)
+    return {"out": out, "ids_after": ids}
+
+
+@test("q5", points=0.25)
+def roberta_positions_count_the_real_tokens(roberta_positions):
+    got = yield [
+        run(_positions, roberta_positions, torch.tensor(PADDED), 1),
+        run(_positions, roberta_positions, torch.tensor(PADDED, dtype=torch.int32), 1),
+        run(_positions, roberta_positions, torch.tensor([[3, 4, 0], [0, 3, 4]]), 0),
+    ]
+    label = f"roberta_positions({PADDED}, 1)"
+    r = got[0].ok(label)
+    found = as_tensor(r["out"], label)
+    assert found.shape == (3, 5) and found.dtype == torch.int64, (
+        f"{label} must return a (3, 5) torch.int64 tensor, got {tuple(found.shape)} {found.dtype}"
+    )
+    assert as_tensor(r["ids_after"], "ids").tolist() == PADDED, f"{label} changed ids: compute into a new tensor"
+    found = found.tolist()
+    mistakes = [
+        (BY_COLUMN, "numbers every column, pads included: count the real tokens only, so the left-padded second "
+         "sequence starts at 2, like the first"),
+        (UNMASKED, "gives the pads the count of real tokens before them: every pad gets position padding_idx (1)"),
+        (FROM_PAD, "starts at padding_idx: the k-th real token is at padding_idx + k, so the first is at 2 and no "
+         "real token shares the pads' position"),
+        (DOWN_THE_BATCH, "counts down the batch: count along each sequence (dim 1)"),
+    ]
+    for wrong, why in mistakes:
+        assert found != wrong, f"{label} is {found}: it {why}"
+    assert found == ROBERTA, f"{label} is {found}, expected {ROBERTA}"
+    found32 = as_tensor(got[1].ok(f"{label} on int32 ids")["out"], f"{label} on int32 ids")
+    assert found32.dtype == torch.int64 and found32.tolist() == ROBERTA, (
+        f"{label} on int32 ids must return the same int64 positions, got {found32.dtype} {found32.tolist()}"
+    )
+    zero = as_tensor(got[2].ok("roberta_positions([[3, 4, 0], [0, 3, 4]], 0)")["out"], "positions")
+    assert zero.tolist() == [[1, 2, 0], [0, 1, 2]], (
+        f"roberta_positions([[3, 4, 0], [0, 3, 4]], 0) is {zero.tolist()}, expected [[1, 2, 0], [0, 1, 2]]: "
+        f"with padding_idx 0 the real tokens start at 1 and the pads are at 0"
+    )
+
+
+@test("q5", points=0.25)
+def roberta_positions_from_an_offset(roberta_positions):
+    ids = [[1, 8, 9], [8, 9, 1]]
+    got = yield [run(_positions, roberta_positions, torch.tensor(ids), 1, offset=3),
+                 run(_positions, roberta_positions, torch.tensor(ids), 1)]
+    label = f"roberta_positions({ids}, 1, offset=3)"
+    found = as_tensor(got[0].ok(label)["out"], label).tolist()
+    plain = as_tensor(got[1].ok(f"roberta_positions({ids}, 1)")["out"], "positions").tolist()
+    # only the offset, against the answer's own numbering without one (the first check of question 5 grades that)
+    pads_moved = any(found[r][c] != plain[r][c] for r in range(2) for c in range(3) if ids[r][c] == 1)
+    assert not pads_moved, f"{label} is {found}: the pads stay where they are without an offset (at padding_idx, 1)"
+    shifted = [[p if i == 1 else p + 3 for i, p in zip(id_row, row)] for id_row, row in zip(ids, plain)]
+    assert found == shifted, (
+        f"{label} is {found}, expected {shifted}: the offset counts real tokens seen before, so each real token's "
+        f"position grows by 3"
+    )
+
+
+@test("q5", points=0.25)
+def roberta_positions_reject_unbatched_ids(roberta_positions):
+    got = yield [run(roberta_positions, torch.tensor([5, 6, 1]), 1),
+                 run(_positions, roberta_positions, torch.tensor([[5, 6, 1]]), 1)]
+    got[0].raises("roberta_positions(tensor([5, 6, 1]), 1) (1-D ids: batch first, ids.unsqueeze(0))", ValueError)
+    found = as_tensor(got[1].ok("roberta_positions([[5, 6, 1]], 1)")["out"], "positions").tolist()
+    # not the values (the first check of question 5 grades them), only that 2-D ids get positions, not all equal
+    assert len(found) == 1 and len(found[0]) == 3 and len(set(found[0])) > 1, (
+        f"roberta_positions([[5, 6, 1]], 1) is {found}: it must number the tokens (this test credits the ValueError "
+        f"to an answer that numbers 2-D ids)"
+    )

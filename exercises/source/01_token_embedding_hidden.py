@@ -170,3 +170,86 @@ def mean_row_norm_for_other_seeds(mean_row_norm, *, seed):
             f"mean_row_norm({s}) is {value:.4f}, expected {expected:.2f} to the 2 decimals asked: the seed set "
             f"inside the function, right before nn.Embedding(1000, 512)?"
         )
+
+
+def _truncated_std(std, cutoff):
+    """The standard deviation of N(0, std^2) restricted to [-cutoff std, cutoff std], and the share of its samples
+    within one std of 0."""
+    import math
+
+    mass = math.erf(cutoff / math.sqrt(2))  # P(|z| < cutoff)
+    density = math.exp(-(cutoff**2) / 2) / math.sqrt(2 * math.pi)  # phi(cutoff)
+    return std * math.sqrt(1 - 2 * cutoff * density / mass), math.erf(1 / math.sqrt(2)) / mass
+
+
+def _truncated_cases(seed):
+    gen = torch.Generator().manual_seed(seed + 4)
+    cases = []
+    for dtype in (torch.float32, torch.float64):
+        v, d = between(gen, 2000, 4000), between(gen, 64, 128)
+        std, cutoff = choose(gen, [0.02, 0.1, 0.5]), choose(gen, [1.5, 2.0, 3.0])
+        pad = between(gen, 0, v - 1) if dtype == torch.float32 else choose(gen, [None, between(gen, 0, v - 1)])
+        cases.append((v, d, std, cutoff, pad, dtype))
+    return cases
+
+
+def _truncated_init(init_truncated_, v, d, std, cutoff, pad, dtype):
+    w = torch.nn.Parameter(torch.full((v, d), 5.0, dtype=dtype))
+    returned = init_truncated_(w, std, cutoff, pad)
+    return {"returned": returned, "weight": w}
+
+
+@test("q4", points=0.5, hidden=True)
+def truncated_init_fills_in_place_and_zeroes_the_pad_row(init_truncated_, *, seed):
+    cases = _truncated_cases(seed)
+    got = yield [run(_truncated_init, init_truncated_, *case) for case in cases]
+    for (v, d, std, cutoff, pad, dtype), out in zip(cases, got):
+        label = f"init_truncated_ on a ({v}, {d}) {dtype} Parameter, std={std}, cutoff={cutoff}, padding_idx={pad}"
+        result = out.ok(label)
+        w = as_tensor(result["weight"], "the Parameter passed in")
+        returned = as_tensor(result["returned"], f"{label} (its return value)")
+        assert w.dtype == dtype, f"{label}: the table must keep its dtype {dtype}, got {w.dtype}"
+        assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
+        zero = (w == 0).all(dim=1)
+        assert zero.tolist() == [i == pad for i in range(v)], (
+            f"{label}: exactly row padding_idx must be zero (None: no row), {int(zero.sum())} rows are"
+        )
+
+
+@test("q4", points=1, hidden=True)
+def truncated_init_matches_the_distribution(init_truncated_, *, seed):
+    cases = [case[:4] + (None, case[5]) for case in _truncated_cases(seed)]  # no pad row: the values only
+    got = yield [run(_truncated_init, init_truncated_, *case) for case in cases]
+    for (v, d, std, cutoff, _, dtype), out in zip(cases, got):
+        label = f"init_truncated_ on a ({v}, {d}) {dtype} Parameter, std={std}, cutoff={cutoff}"
+        w = as_tensor(out.ok(label)["weight"], "the Parameter passed in").double()
+        bound, (expected, within_expected) = cutoff * std, _truncated_std(std, cutoff)
+        largest = w.abs().max().item()
+        assert largest <= bound * (1 + 1e-6), f"{label}: values up to {largest:.4g} lie beyond +-cutoff * std"
+        on_bounds = (w.abs() >= bound * (1 - 1e-6)).double().mean().item()
+        assert on_bounds < 0.005, f"{label}: {on_bounds:.1%} of the values sit on the bounds (clamped, not re-drawn)"
+        found = w.std().item()
+        assert abs(found - expected) < 0.02 * expected, (
+            f"{label}: the values' std is {found:.4g}, the truncated normal's is {expected:.4g}"
+        )
+        assert abs(w.mean().item()) < 5 * expected / w.numel() ** 0.5, f"{label}: the values' mean is not 0"
+        within = (w.abs() < std).double().mean().item()
+        assert abs(within - within_expected) < 0.02, (
+            f"{label}: {within:.3f} of the values lie within one std of 0, the truncated normal has "
+            f"{within_expected:.3f}"
+        )
+
+
+@test("q4", points=0.5, hidden=True)
+def truncated_std_for_other_settings(truncated_std, *, seed):
+    gen = torch.Generator().manual_seed(seed + 4)
+    settings = [(0.02, 2.0), (choose(gen, [0.1, 0.5, 1.0]), choose(gen, [1.5, 3.0]))]
+    seeds = [between(gen, 0, 2**31) for _ in settings]
+    got = yield [run(truncated_std, std, cutoff, s) for (std, cutoff), s in zip(settings, seeds)]
+    for (std, cutoff), s, out in zip(settings, seeds, got):
+        label = f"truncated_std({std}, {cutoff}, {s})"
+        value = out.number(label)
+        expected = _truncated_std(std, cutoff)[0]
+        assert abs(value - expected) <= 1e-3 * expected, (
+            f"{label} is {value:.6g}, the truncated normal's standard deviation is {expected:.6g}"
+        )

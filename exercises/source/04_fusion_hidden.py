@@ -212,3 +212,96 @@ def mean_abs_cos_for_other_seeds(mean_abs_cos, *, seed):
             f"mean_abs_cos({s}) is {value:.5f}, expected {expected:.4f} to the 4 decimals asked (the seed set inside "
             f"the function?)"
         )
+
+
+def _roberta_reference(ids, padding_idx, offset=0):
+    """RoBERTa's position ids (Hugging Face's create_position_ids_from_input_ids): the k-th real token of each
+    sequence at padding_idx + offset + k, every pad at padding_idx."""
+    real = (ids != padding_idx).long()
+    return (real.cumsum(dim=1) + offset) * real + padding_idx
+
+
+def _padded_batch(seed):
+    """A batch of sequences padded on the right, on the left or inside, with pad id ``padding_idx``."""
+    gen = torch.Generator().manual_seed(seed + 5)
+    padding_idx, batch, seq = between(gen, 0, 5), between(gen, 2, 6), between(gen, 4, 30)
+    ids = torch.randint(padding_idx + 1, padding_idx + 500, (batch, seq), generator=gen)
+    for row in range(batch):
+        pads = between(gen, 0, seq - 1)
+        where = choose(gen, ["left", "right", "inside"])
+        if where == "left":
+            ids[row, :pads] = padding_idx
+        elif where == "right":
+            ids[row, seq - pads :] = padding_idx
+        else:
+            ids[row, torch.randperm(seq, generator=gen)[:pads]] = padding_idx
+    dtype = choose(gen, [torch.int64, torch.int32])
+    return ids.to(dtype), padding_idx, between(gen, 1, 600)
+
+
+def _roberta(roberta_positions, ids, padding_idx, **kwargs):
+    out = roberta_positions(ids, padding_idx, **kwargs)
+    return {"out": out, "ids_after": ids}
+
+
+@test("q5", points=0.5, hidden=True)
+def roberta_positions_match_reference(roberta_positions, *, seed):
+    ids, padding_idx, _ = _padded_batch(seed)
+    got = yield run(_roberta, roberta_positions, ids.clone(), padding_idx)
+    label = f"roberta_positions(({tuple(ids.shape)} {ids.dtype} ids), {padding_idx})"
+    r = got.ok(label)
+    assert torch.equal(as_tensor(r["ids_after"], "ids"), ids), f"{label} changed ids"
+    found = as_tensor(r["out"], label)  # its dtype is roberta_positions_are_int64's
+    assert tuple(found.shape) == tuple(ids.shape) and not found.is_floating_point(), (
+        f"{label} must return integer positions of ids' shape, got {found.dtype} {tuple(found.shape)}"
+    )
+    wrong = (found.long() != _roberta_reference(ids.long(), padding_idx)).sum().item()
+    assert wrong == 0, f"{label}: {wrong} positions differ from RoBERTa's numbering"
+
+
+@test("q5", points=0.25, hidden=True)
+def roberta_positions_are_int64(roberta_positions, *, seed):
+    ids, padding_idx, _ = _padded_batch(seed)
+    got = yield [run(_roberta, roberta_positions, ids.to(dtype), padding_idx) for dtype in (torch.int32, torch.int64)]
+    for dtype, out in zip((torch.int32, torch.int64), got):
+        label = f"roberta_positions(({tuple(ids.shape)} {dtype} ids), {padding_idx})"
+        found = as_tensor(out.ok(label)["out"], label)
+        # only the dtype, of positions (of ids' shape, not all equal) whatever their values
+        assert tuple(found.shape) == tuple(ids.shape) and found.unique().numel() > 1, (
+            f"{label} must return positions of ids' shape, not all equal"
+        )
+        assert found.dtype == torch.int64, f"{label} must return int64 positions, got {found.dtype}"
+
+
+@test("q5", points=0.25, hidden=True)
+def roberta_positions_shift_by_the_offset(roberta_positions, *, seed):
+    ids, padding_idx, offset = _padded_batch(seed)
+    got = yield [run(_roberta, roberta_positions, ids.clone(), padding_idx, offset=offset),
+                 run(_roberta, roberta_positions, ids.clone(), padding_idx)]
+    label = f"roberta_positions(({tuple(ids.shape)} ids), {padding_idx}, offset={offset})"
+    found = as_tensor(got[0].ok(label)["out"], label).long()
+    plain = as_tensor(got[1].ok(label.replace(f", offset={offset}", ""))["out"], "positions").long()
+    # only the offset, against the answer's own numbering without one (roberta_positions_match_reference grades
+    # that): the real tokens move by the offset, the pads stay
+    pads = ids == padding_idx
+    assert tuple(found.shape) == tuple(plain.shape) == tuple(ids.shape), f"{label}: keep ids' shape"
+    expected = torch.where(pads, plain, plain + offset)
+    wrong = (found != expected).sum().item()
+    assert wrong == 0, f"{label}: {wrong} positions are not the offset-free ones moved by the offset (pads stay)"
+
+
+@test("q5", points=0.25, hidden=True)
+def roberta_positions_refuse_other_ranks(roberta_positions, *, seed):
+    ids, padding_idx, _ = _padded_batch(seed)
+    got = yield [run(_roberta, roberta_positions, ids.clone(), padding_idx),
+                 run(roberta_positions, ids[0].clone(), padding_idx),
+                 run(roberta_positions, ids[None].clone(), padding_idx)]
+    label = f"roberta_positions(({tuple(ids.shape)} ids), {padding_idx})"
+    found = as_tensor(got[0].ok(label)["out"], label)
+    # not the values (roberta_positions_match_reference grades them), only that 2-D ids get positions of their
+    # shape, not all equal
+    assert tuple(found.shape) == tuple(ids.shape) and found.unique().numel() > 1, (
+        f"{label} must return positions of ids' shape, not all equal"
+    )
+    got[1].raises(f"roberta_positions(1-D ids, {padding_idx})", ValueError)
+    got[2].raises(f"roberta_positions(3-D ids, {padding_idx})", ValueError)

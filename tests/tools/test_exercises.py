@@ -13,7 +13,18 @@ import yaml
 from course_embed.tools.cli import main
 from course_embed.tools.grading import ANSWER_TAG, load_suite, probe
 
-from .grading_cases import EXERCISES, NAMES, ROOT, WRONG_ANSWERS, _partial_rope, _step_bytes, solution_answers
+from .grading_cases import (
+    EXERCISES,
+    NAMES,
+    ROOT,
+    WRONG_ANSWERS,
+    _partial_rope,
+    _roberta,
+    _step_bytes,
+    _timing,
+    _truncated,
+    solution_answers,
+)
 
 SEED = 20260101  # a grading run's secret, fixed here
 
@@ -330,6 +341,30 @@ PUBLIC_MISTAKES = {
                 "mean_row_norm(1) is {0.99..1.01}, expected 22.65 to 2 decimals",
             ),
         },
+        "q4": {
+            "nn.init.trunc_normal_'s default bounds, +-2 (absolute)": (
+                _truncated(fill="nn.init.trunc_normal_(weight, std=std)"),
+                "outside [-0.04, 0.04] = +-cutoff * std: every sample beyond cutoff standard deviations is re-drawn "
+                "(nn.init.trunc_normal_'s a and b are absolute bounds, not multiples of std)",
+            ),
+            "the tails clamped onto the bounds": (
+                _truncated(fill="weight.normal_(0.0, std).clamp_(-cutoff * std, cutoff * std)"),
+                "of the values sit on the bounds +-0.04: clamping piles the normal's tails there",
+            ),
+            "truncated, then rescaled to std": (
+                _truncated(after="weight.mul_(std / weight.std())"),
+                "truncated values rescaled to std 0.02; the truncated normal keeps its narrower std, 0.01759",
+                "absolute bounds",
+            ),
+            "the pad row zeroed before the init": (
+                _truncated(pad_first=True),
+                "row 0 is not zero; zero row padding_idx after the random init",
+            ),
+            "the std argument returned, not measured": (
+                "def truncated_std(std, cutoff, seed):\n    return float(std)",
+                "truncated_std(0.02, 2.0, 1) is 0.02000, the std of the normal before truncation",
+            ),
+        },
     },
     "02_scaling": {
         "q1": {
@@ -477,6 +512,47 @@ PUBLIC_MISTAKES = {
                 "first_rise(16) is 3, expected 4",
             ),
         },
+        "q4": {
+            "the paper's spacing base ** (-2i / d)": (
+                _timing(step="n"),
+                "timing_signal(3, 8, 100.0) uses the paper's frequencies omega_i = base ** (-2i / d): here omega_i = "
+                "base ** (-i / (n - 1))",
+                "float64",
+            ),
+            "interleaved columns (the paper's layout)": (
+                _timing(layout="torch.stack((sin, cos), dim=-1).flatten(1)"),
+                "timing_signal(3, 8, 100.0) interleaves the columns (sin, cos of pair 0, then of pair 1, ...)",
+                "float64",
+                "start + j",
+            ),
+            "the cosines first": (
+                _timing(layout="torch.cat((cos, sin), dim=1)"),
+                "timing_signal(3, 8, 100.0) puts the cosines first",
+                "float64",
+            ),
+            "the base hard-coded to 10000": (
+                "_solved = timing_signal\n"
+                "def timing_signal(length, d_model, base=10000.0, start=0):\n"
+                "    return _solved(length, d_model, start=start)",
+                "timing_signal(3, 8, 100.0) is the table for base 10000",
+            ),
+            "float32 angles": (
+                _timing(angles="float32"),
+                "timing_signal(10001, 64)[10000] is off by {2e-6..1e-2} (a float32 table rounds by about 6e-8): "
+                "compute the positions, omega and the angles in float64",
+            ),
+            "start ignored": (
+                _timing(first="0"),
+                "timing_signal(2, 8, 100.0, start=5) is rows 0 and 1, positions 0 and 1: row j holds position "
+                "start + j",
+                "float64",
+            ),
+            "no error for d_model = 2 (one pair)": (
+                _timing(check=""),
+                "timing_signal(5, 2) (a single pair: the step divides by n - 1 = 0) must raise ValueError, but it "
+                "returned a tensor of shape (5, 2)",
+            ),
+        },
     },
     "04_fusion": {
         "q1": {
@@ -512,6 +588,40 @@ PUBLIC_MISTAKES = {
                 "        raise TypeError('ids must be integers')\n"
                 "    return ids != padding_idx",
                 "is True at the real tokens: nn.MultiheadAttention's key_padding_mask means True = ignore this key",
+            ),
+        },
+        "q5": {
+            "every column numbered, pads included": (
+                _roberta(
+                    "torch.where(ids == padding_idx, padding_idx, torch.arange(ids.shape[1]) + padding_idx + 1 + "
+                    "offset)"
+                ),
+                "numbers every column, pads included: count the real tokens only",
+            ),
+            "the pads' running count left in place": (
+                _roberta("real.cumsum(dim=1) + offset + padding_idx"),
+                "gives the pads the count of real tokens before them: every pad gets position padding_idx (1)",
+            ),
+            "the first real token at padding_idx": (
+                _roberta("(real.cumsum(dim=1) - 1 + offset) * real + padding_idx"),
+                "starts at padding_idx: the k-th real token is at padding_idx + k",
+            ),
+            "counted down the batch": (
+                _roberta("(real.cumsum(dim=0) + offset) * real + padding_idx"),
+                "counts down the batch: count along each sequence (dim 1)",
+            ),
+            "the offset added to the pads too": (
+                _roberta("real.cumsum(dim=1) * real + offset + padding_idx"),
+                "roberta_positions([[1, 8, 9], [8, 9, 1]], 1, offset=3) is [[4, 5, 6], [5, 6, 4]]: the pads stay "
+                "where they are without an offset (at padding_idx, 1)",
+            ),
+            "int32 positions (Hugging Face's casts without the final .long())": (
+                _roberta("(real.int().cumsum(dim=1).int() + offset) * real.int() + padding_idx"),
+                "must return a (3, 5) torch.int64 tensor, got (3, 5) torch.int32",
+            ),
+            "no error for ids that are not 2-D": (
+                _roberta(check=False),
+                "roberta_positions(tensor([5, 6, 1]), 1) (1-D ids: batch first, ids.unsqueeze(0)) raised IndexError",
             ),
         },
     },
@@ -856,6 +966,15 @@ ONE_MISS = {
         "_solved = alibi_slopes\ndef alibi_slopes(num_heads):\n    return _solved(num_heads).double()",
         2.0,
     ),
+    "BERT's init with the pad row zeroed first": ("01_token_embedding", "q4", _truncated(pad_first=True), 2.25),
+    "RoBERTa's positions as int32": (
+        "04_fusion",
+        "q5",
+        _roberta("(real.int().cumsum(dim=1).int() + offset) * real.int() + padding_idx"),
+        1.5,
+    ),
+    "float32 angles in Tensor2Tensor's table": ("03_sinusoidal", "q4", _timing(angles="float32"), 2.25),
+    "Tensor2Tensor's table from position 0 whatever the start": ("03_sinusoidal", "q4", _timing(first="0"), 2.5),
     "a right mask without the TypeError": (
         "04_fusion",
         "q3",

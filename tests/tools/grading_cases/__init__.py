@@ -48,6 +48,50 @@ def _partial_rope(pairs="half", width="r", angles="float64", r="rotary_dim", che
     )
 
 
+def _truncated(fill="nn.init.trunc_normal_(weight, 0.0, std, -cutoff * std, cutoff * std)", after="", pad_first=False):
+    """An ``init_truncated_`` (exercise 01, question 4) with one mistake: ``fill`` how the values are drawn, ``after``
+    a statement run on them next, ``pad_first`` whether the pad row is zeroed before the values are drawn."""
+    pad = "        if padding_idx is not None:\n            weight[padding_idx].zero_()\n"
+    return (
+        "def init_truncated_(weight, std=0.02, cutoff=2.0, padding_idx=None):\n"
+        "    with torch.no_grad():\n"
+        + (pad if pad_first else "")
+        + f"        {fill}\n"
+        + (f"        {after}\n" if after else "")
+        + ("" if pad_first else pad)
+        + "    return weight"
+    )
+
+
+def _roberta(positions="(real.cumsum(dim=1) + offset) * real + padding_idx", check=True):
+    """A ``roberta_positions`` (exercise 04, question 5) with one mistake: ``positions`` the expression of the
+    position ids (``real`` is 1 at the real tokens), ``check`` whether ids that are not 2-D raise."""
+    return (
+        "def roberta_positions(ids, padding_idx, offset=0):\n"
+        + ("    if ids.dim() != 2:\n        raise ValueError('ids must be (batch, seq)')\n" if check else "")
+        + "    real = (ids != padding_idx).long()\n"
+        f"    return {positions}"
+    )
+
+
+def _timing(
+    layout="torch.cat((sin, cos), dim=1)", step="(n - 1)", angles="float64", first="start", check="or d_model < 4"
+):
+    """A ``timing_signal`` (exercise 03, question 4) with one mistake: ``layout`` how the sines and cosines are laid
+    out, ``step`` the divisor of the frequencies' exponent (``"n"``: the paper's ``base ** (-2i / d)``), ``angles``
+    their dtype, ``first`` the first position, ``check`` the test of small widths besides odd ones."""
+    return (
+        "def timing_signal(length, d_model, base=10000.0, start=0):\n"
+        f"    if d_model % 2 {check}:\n"
+        "        raise ValueError('d_model must be even and at least 4')\n"
+        "    n = d_model // 2\n"
+        f"    omega = base ** (-torch.arange(n, dtype=torch.{angles}) / {step})\n"
+        f"    angles = torch.arange({first}, {first} + length, dtype=torch.{angles})[:, None] * omega\n"
+        "    sin, cos = angles.sin(), angles.cos()\n"
+        f"    return {layout}.float()"
+    )
+
+
 def _step_bytes(
     index="8",
     moments='{"sgd": 0, "adagrad": 1, "adam": 2, "sparseadam": 2}',
@@ -97,6 +141,13 @@ ALIASES = {
     },
     "03_sinusoidal": {
         1: "def rotation(k, d_model, base=10000.0):\n    return ce.offset_rotation(k, d_model, base)",
+        # Tensor2Tensor's spacing is the paper's with the base raised to d / (d - 2), laid out by the lab's reorder
+        3: "from course_embed.lab.sinusoidal import halves_layout\n"
+        "\n"
+        "def timing_signal(length, d_model, base=10000.0, start=0):\n"
+        "    paper_base = base ** (d_model / (d_model - 2))\n"
+        "    table = ce.sinusoidal_table(start + length, d_model, paper_base, dtype=torch.float64)[start:]\n"
+        "    return halves_layout(table).float()",
     },
     "04_fusion": {
         1: "class ConcatFusion(nn.Module):\n"
@@ -165,6 +216,19 @@ _AT_OR_BELOW = "([g for size, g in staircase if size <= nbytes] or [staircase[0]
 #: function of a correct notebook). Each must fail at least one hidden test of its question, which
 #: test_exercises.py checks in the test process (the sandbox round trip is test_grading.py's).
 WRONG_ANSWERS = {
+    "01_token_embedding": {
+        "q4": {
+            "nn.init.trunc_normal_'s default bounds, +-2 (absolute)": _truncated(
+                fill="nn.init.trunc_normal_(weight, std=std)"
+            ),
+            "the tails clamped onto the bounds": _truncated(
+                fill="weight.normal_(0.0, std).clamp_(-cutoff * std, cutoff * std)"
+            ),
+            "truncated, then rescaled to std": _truncated(after="weight.mul_(std / weight.std())"),
+            "the pad row zeroed before the init": _truncated(pad_first=True),
+            "the std argument returned, not measured": "def truncated_std(std, cutoff, seed):\n    return float(std)",
+        },
+    },
     "03_sinusoidal": {
         "q1": {
             "the base hard-coded to 10000": "_solved = sinusoidal\n"
@@ -183,6 +247,27 @@ WRONG_ANSWERS = {
             "    m[i, i], m[i, i + 1], m[i + 1, i], m[i + 1, i + 1] = angles.cos(), angles.sin(), -angles.sin(), "
             "angles.cos()\n"
             "    return m",
+        },
+        "q4": {
+            "the paper's spacing base ** (-2i / d)": _timing(step="n"),
+            "interleaved columns (the paper's layout)": _timing(layout="torch.stack((sin, cos), dim=-1).flatten(1)"),
+            "float32 angles": _timing(angles="float32"),
+            "start ignored": _timing(first="0"),
+            "no error for d_model = 2": _timing(check=""),
+        },
+    },
+    "04_fusion": {
+        "q5": {
+            "every column numbered, pads included": _roberta(
+                "torch.where(ids == padding_idx, padding_idx, torch.arange(ids.shape[1]) + padding_idx + 1 + offset)"
+            ),
+            "the pads' running count left in place": _roberta("real.cumsum(dim=1) + offset + padding_idx"),
+            "the first real token at padding_idx": _roberta("(real.cumsum(dim=1) - 1 + offset) * real + padding_idx"),
+            "the offset added to the pads too": _roberta("real.cumsum(dim=1) * real + offset + padding_idx"),
+            "int32 positions (Hugging Face's casts without the final .long())": _roberta(
+                "(real.int().cumsum(dim=1).int() + offset) * real.int() + padding_idx"
+            ),
+            "no error for ids that are not 2-D": _roberta(check=False),
         },
     },
     "05_rope_alibi": {
