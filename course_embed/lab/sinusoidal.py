@@ -359,7 +359,8 @@ def windowed_mean(values: torch.Tensor, low: float = 0.9, high: float = 1.1) -> 
 
 def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512, 64), base: float = 10000.0):
     """``PE[p] . PE[p + k] / (d/2)`` against the offset ``k`` (log axis), with each curve's first rise marked and
-    its trend: the mean over the window of offsets ``0.9 k .. 1.1 k`` (:func:`windowed_mean`), drawn thick."""
+    its trend: the mean over the window of offsets ``0.9 k .. 1.1 k`` (:func:`windowed_mean`), drawn thick; the first
+    width's trend has its lowest point marked, and a dotted line marks ``k = base``."""
     fig, ax = plt.subplots(figsize=(8, 3.4))
     offsets = torch.arange(1, max_offset + 1)
     trends = []
@@ -369,7 +370,7 @@ def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512,
         trends.append((d, line.get_color(), windowed_mean(dots)[1 : max_offset + 1]))
         rise = first_rise(d, base, max_offset)
         if rise is not None:
-            ax.plot([rise], [dots[rise].item()], "o", color=line.get_color(), ms=6)
+            ax.plot([rise], [dots[rise].item()], "o", color=line.get_color(), ms=6, mec="white", zorder=5)
             ax.annotate(
                 f"first rise at k = {rise}",
                 (rise, dots[rise].item()),
@@ -390,12 +391,35 @@ def plot_dot_by_offset(max_offset: int = 5000, d_models: tuple[int, ...] = (512,
             label=f"d_model = {d}: mean over offsets 0.9k to 1.1k",
         )
     ax.axvline(base, color="gray", ls=":", lw=1)
+    ax.annotate(
+        f"k = base = {base:g}",
+        (base, 0.97),
+        xycoords=("data", "axes fraction"),
+        xytext=(-4, 0),
+        textcoords="offset points",
+        ha="right",
+        va="top",
+        fontsize=8,
+        color="gray",
+    )
     ax.axhline(0, color="gray", lw=0.5)
+    d, color, trend = trends[0]
+    low = start + int(trend[start - 1 :].argmin())  # the offset where the first width's trend is lowest
+    ax.plot([low], [trend[low - 1].item()], "v", color="black", ms=7, zorder=5)
+    ax.annotate(
+        f"d_model = {d}: trend lowest at k = {low}",
+        (low, trend[low - 1].item()),
+        textcoords="axes fraction",
+        xytext=(0.98, 0.62),
+        ha="right",
+        fontsize=8,
+        arrowprops={"arrowstyle": "->", "lw": 0.8},
+    )
     ax.set_xscale("log")
     ax.set_xlabel("offset k = |p - q| (positions)")
     ax.set_ylabel("PE[p] . PE[q] / (d/2)")
     ax.set_title(
-        f"PE(p) . PE(q) by offset (closed form): windowed mean lowest near k = (pi/2) x base (base {base:g})",
+        f"PE(p) . PE(q) by offset (closed form), base {base:g}",
         fontsize=10,
     )
     ax.legend(fontsize=8, loc="lower left")

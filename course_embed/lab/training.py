@@ -18,7 +18,7 @@ vocabulary, ``n`` the read-out classes.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -319,12 +319,13 @@ def plot_training_panels(
     steps: torch.Tensor,
     accuracy: torch.Tensor,
     panels: dict[str, dict[str, Sequence[int]]],
-    chance: float | Sequence[float] | None = None,
+    chance: float | Sequence[float | Mapping[str, float] | None] | None = None,
     title: str = "",
 ):
     """Like :func:`plot_training`, one panel per entry of ``panels`` (panel title -> groups), sharing the y axis, so
     that overlapping bands of different groups are read side by side instead of on top of each other. ``chance`` is
-    one level for every panel or one per panel."""
+    one level for every panel or one per panel; a panel's entry may also map labels to levels (several dotted
+    lines, e.g. a chance level and a floor)."""
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.4), sharey=True, squeeze=False)
     levels = [chance] * len(panels) if chance is None or isinstance(chance, (int, float)) else list(chance)
     if len(levels) != len(panels):
@@ -335,8 +336,9 @@ def plot_training_panels(
             (line,) = ax.plot(steps.numpy(), acc.mean(1).numpy(), lw=1.6, label=f"{label} ({len(members)} seeds)")
             low, high = acc.min(1).values.numpy(), acc.max(1).values.numpy()
             ax.fill_between(steps.numpy(), low, high, color=line.get_color(), alpha=0.2, lw=0)
-        if chance is not None:
-            ax.axhline(chance, color="gray", ls=":", lw=1, label="chance")
+        lines = chance if isinstance(chance, Mapping) else {} if chance is None else {"chance": chance}
+        for (label, level), color in zip(lines.items(), ("gray", "black", "tab:brown"), strict=False):
+            ax.axhline(level, color=color, ls=":", lw=1, label=label)
         ax.set_title(panel, fontsize=10)
         ax.set_xlabel("training step")
         ax.legend(fontsize=8, loc="upper left")

@@ -141,6 +141,11 @@ def test_panels_take_one_chance_level_or_one_per_panel():
     ]
     with pytest.raises(ValueError, match="one per panel"):
         tr.plot_training_panels(steps, accuracy, panels, chance=[0.5])
+    fig = tr.plot_training_panels(steps, accuracy, panels, chance=[0.5, {"chance": 0.25, "floor": 0.4}])
+    right = {
+        line.get_label(): line.get_ydata()[0] for line in fig.axes[1].lines if line.get_label() in ("chance", "floor")
+    }
+    assert right == {"chance": 0.25, "floor": 0.4}
 
 
 def test_training_learns_is_deterministic_and_restores_threads():
