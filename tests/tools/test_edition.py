@@ -14,9 +14,23 @@ from .test_notebooks import ROOT, toc_files
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
+def without_api_entries(html: str) -> str:
+    """``html`` without the library reference's entries (``<dl class="py ...">``, each with its members): the
+    package's docstrings, which both editions show in English."""
+    kept, start, depth = [], 0, 0
+    for tag in re.finditer(r"<dl\b[^>]*>|</dl>", html):
+        if depth == 0 and tag.group().startswith('<dl class="py '):
+            kept.append(html[start : tag.start()])
+            depth = 1
+        elif depth:
+            depth += 1 if tag.group().startswith("<dl") else -1
+            start = tag.end()
+    return "".join(kept) + (html[start:] if depth == 0 else "")
+
+
 def _visible_text(page: str) -> str:
-    """The article's prose: without code cells, outputs, scripts and tags."""
-    article = page.split('<article class="bd-article">', 1)[-1].split("</article>", 1)[0]
+    """The article's prose: without code cells, outputs, the library reference's entries, scripts and tags."""
+    article = without_api_entries(page.split('<article class="bd-article">', 1)[-1].split("</article>", 1)[0])
     article = re.sub(r'<div class="cell_(?:input|output)[^"]*".*?</div>\s*</div>', " ", article, flags=re.S)
     return re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", " ", article, flags=re.S))
 
@@ -133,6 +147,21 @@ def test_the_search_keeps_the_glossarys_names_their_parts_and_the_common_terms_w
     found = language.split("模型用旋转位置编码，学习率为 0.01，动态 NTK 的因子。")
     # jieba keeps 旋转位置编码 whole; the word list adds the terms inside it and those jieba would cut
     assert {"旋转位置编码", "位置编码", "学习率", "动态NTK"} <= set(found), found
+
+
+def test_the_library_reference_is_in_english_in_both_editions_and_says_so(built_site):
+    """The docstrings stay in English (course_embed.tools.site_editions.KeepDocstringsInEnglish): the Chinese page
+    translates its own prose, which says so, and the headings of the docstrings' sections; its catalogue holds no
+    docstring."""
+    english = (built_site.html / "book" / "reference.html").read_text(encoding="utf-8")
+    chinese = (built_site.zh / "book" / "reference.html").read_text(encoding="utf-8")
+    assert "它们都保持英文" in chinese and "stay in English in both editions" in english
+    for docstring in ("Token ids to vectors, optionally scaled by", "Rotates queries and keys by their positions"):
+        assert docstring in english and docstring in chinese, docstring
+    shapes = english.count('<p class="rubric">Shapes</p>')
+    assert shapes >= 26 and chinese.count('<p class="rubric">形状</p>') == shapes
+    catalogue = {m.id for m in translations.read_catalogue(translations.CATALOGUES / "book" / "reference.po") if m.id}
+    assert "Shapes" in catalogue and len(catalogue) < 20, sorted(catalogue)
 
 
 # A page with one docstring (autodoc, napoleon's sections), built in seconds with the book's edition extension.
