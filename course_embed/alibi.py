@@ -33,11 +33,21 @@ def _slope_list(num_heads: int) -> list[float]:
 
 
 def alibi_slopes(num_heads: int, *, dtype=torch.float32, device=None) -> torch.Tensor:
-    """Per-head slopes ``m``, shape ``(h,)``, steepest first.
+    """Per-head slopes ``m``, steepest first.
 
     For ``h`` a power of two: ``2^(-8/h), 2^(-16/h), ..., 2^(-8)``, a geometric sequence whose start and ratio are
     ``2^(-8/h)`` (8 heads: 1/2, 1/4, ..., 1/256). Otherwise, with ``p`` the largest power of two below ``h``: the
     ``p`` slopes for ``p`` heads, then every other slope of the ``2p`` sequence for the remaining ``h - p`` heads.
+
+    Shapes:
+        ``(h,)`` for ``h = num_heads``, in ``dtype`` (float32 by default).
+
+    Example:
+        >>> import course_embed as ce
+        >>> ce.alibi_slopes(4)  # 2^(-2), 2^(-4), 2^(-6), 2^(-8)
+        tensor([0.2500, 0.0625, 0.0156, 0.0039])
+        >>> ce.alibi_slopes(6)  # the 4 slopes of 4 heads, then 2^(-1) and 2^(-3) from the 8-head sequence
+        tensor([0.2500, 0.0625, 0.0156, 0.0039, 0.5000, 0.1250])
     """
     num_heads = check_size(num_heads, "num_heads")
     return torch.tensor(_slope_list(num_heads), dtype=torch.float64).to(device=device, dtype=dtype)
@@ -52,9 +62,13 @@ def alibi_bias(slopes: torch.Tensor, key_len: int, *, query_len: int | None = No
         query_len: ``None`` for the key-only form; an int ``q <= k`` for the full form.
 
     Returns:
-        Key-only ``(h, 1, k)``: ``-m_h * (k - 1 - j)``, the exact bias of the last query; for any other causal
-        query it differs by a per-query constant, which softmax cancels. Full ``(h, q, k)``: ``-m_h * |i - j|``
+        The key-only form ``-m_h * (k - 1 - j)``, the exact bias of the last query; for any other causal
+        query it differs by a per-query constant, which softmax cancels. The full form ``-m_h * |i - j|``
         for queries ``i = k - q .. k - 1``, a function of the distance only (the causal mask removes ``j > i``).
+
+    Shapes:
+        ``slopes`` ``(h,)`` -> key-only ``(h, 1, k)`` or full ``(h, q, k)``; add it to the ``(b, h, q, k)``
+        scores.
 
     Example:
         >>> import course_embed as ce

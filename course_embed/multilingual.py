@@ -37,7 +37,7 @@ class MultilingualEmbedding(nn.Module):
             pad row is zero; all pad ids read one shared zero row, which receives no gradient.
         scale: multiply the looked-up vectors by ``sqrt(d_model)``, as :class:`~course_embed.token.TokenEmbedding`.
         init: ``"normal"``, ``"xavier_uniform"`` or ``"scaled_normal"`` (default: ``"scaled_normal"`` when
-            ``scale`` is on, else ``"normal"``), see :func:`~course_embed.token.init_table_`.
+            ``scale`` is on, else ``"normal"``), see :func:`~course_embed.init_table_`.
         device, dtype: of the table.
 
     Shapes:
@@ -47,7 +47,7 @@ class MultilingualEmbedding(nn.Module):
 
     Checks: every id against its own language's vocabulary, and tensor ``lang`` against the languages. On the CPU
     a bad value raises a ``ValueError`` naming it; on a GPU or under ``torch.compile`` the checks run on the device
-    (``torch._assert_async``), so a forward never waits for the device, as :func:`~course_embed.checks.check_ids`.
+    (``torch._assert_async``), so a forward never waits for the device, as ``course_embed.checks.check_ids`` does.
 
     Reference: one ``nn.Embedding(V_l, d)`` per language; the tests load the same rows into separate tables and
     compare outputs and gradients.

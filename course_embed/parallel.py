@@ -83,12 +83,24 @@ class VocabParallelEmbedding(nn.Module):
         device, dtype: of this rank's slice.
 
     Shapes:
-        ``weight``: ``(v_k, d)``, ``v_k = end - start`` (:func:`shard_range`).
-        ``forward(ids)``: ids ``(*)``, the same on every rank -> ``(*, d)``, the same on every rank.
+        * ``weight``: ``(v_k, d)``, ``v_k = end - start`` (``course_embed.parallel.shard_range``).
+        * ``forward(ids)``: ids ``(*)``, the same on every rank -> ``(*, d)``, the same on every rank.
 
     Initialised N(0, 1) like ``nn.Embedding``; :meth:`load_full_` copies this rank's rows from a whole table.
     Reference: ``F.embedding(ids, full_weight)``; the tests check the output and the gathered gradient against it
     for equality, not closeness.
+
+    Example:
+        A process group of one (``torchrun --nproc-per-node 2`` starts two, each holding half the rows):
+
+        >>> import torch, torch.distributed as dist, course_embed as ce
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> emb = ce.VocabParallelEmbedding(vocab_size=10, d_model=4)
+        >>> emb.weight.shape  # (v_k, d): all 10 rows on the only rank
+        torch.Size([10, 4])
+        >>> emb(torch.tensor([[1, 9, 3]])).shape  # (b, s) -> (b, s, d)
+        torch.Size([1, 3, 4])
+        >>> dist.destroy_process_group()
     """
 
     def __init__(

@@ -38,12 +38,23 @@ def _check_buckets(num_buckets: int, max_distance: int, bidirectional: bool) -> 
 def relative_position_bucket(
     relative_position: torch.Tensor, *, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
 ) -> torch.Tensor:
-    """Bucket id of each ``key - query`` offset (any shape, integer); returns a ``torch.long`` tensor of that shape.
+    """Bucket id of each ``key - query`` offset (T5's rule).
 
     With ``n`` buckets per direction (``num_buckets``, halved when ``bidirectional``; bidirectional keys after
     the query use buckets ``n .. 2n - 1``) and ``e = n // 2``: distance ``r < e`` gets bucket ``r``; larger
     ones get ``e + floor(log(r / e) / log(max_distance / e) * (n - e))``, capped at ``n - 1``. Causal: keys
     after the query count as distance 0.
+
+    Shapes:
+        ``relative_position`` of any shape, integer -> bucket ids of the same shape, ``torch.long``.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> offsets = torch.tensor([-200, -20, -3, 0, 3, 20, 200])  # key - query
+        >>> ce.relative_position_bucket(offsets)  # 16 buckets a side: earlier keys 0 .. 15, later 16 .. 31
+        tensor([15, 10,  3,  0, 19, 26, 31])
+        >>> ce.relative_position_bucket(offsets, bidirectional=False)  # causal: later keys count as 0
+        tensor([31, 17,  3,  0,  0,  0,  0])
     """
     if not isinstance(relative_position, torch.Tensor) or relative_position.is_floating_point():
         kind = relative_position.dtype if isinstance(relative_position, torch.Tensor) else type(relative_position)

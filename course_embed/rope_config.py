@@ -160,7 +160,7 @@ def rope_kwargs(config) -> dict:
             (``config.to_dict()``, or a ``config.json`` loaded with ``json.load``).
 
     Returns:
-        ``{"head_dim": h_d, "base": rope_theta, "rope_scaling": dict or None}``, where:
+        The dict ``{"head_dim": h_d, "base": rope_theta, "rope_scaling": dict or None}``, where
 
         * the scaling comes from ``rope_parameters`` (transformers 5, ``rope_theta`` inside) or ``rope_scaling``
           (transformers 4) with ``rope_theta`` beside it; ``type`` or ``rope_type``; ``"su"`` is LongRoPE;
@@ -173,6 +173,19 @@ def rope_kwargs(config) -> dict:
         * dynamic NTK's original length is ``max_position_embeddings``, as in transformers;
         * ``head_dim`` is ``config.head_dim`` (DeepSeek-V3: its ``qk_rope_head_dim``) or ``hidden_size //
           num_attention_heads``.
+
+    Shapes:
+        no tensors: a config in, the constructor's keyword arguments out.
+
+    Example:
+        >>> import course_embed as ce
+        >>> llama3 = {"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
+        ...           "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+        ...           "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
+        >>> kwargs = ce.rope_kwargs(llama3)  # a LLaMA 3.1 config.json, loaded
+        >>> kwargs["head_dim"], kwargs["base"], kwargs["rope_scaling"]["rope_type"]
+        (128, 500000.0, 'llama3')
+        >>> rope = ce.RotaryEmbedding(**kwargs, layout="half")  # what RotaryEmbedding.from_config builds
     """
     values = config if isinstance(config, dict) else _config_dict(config)
     params = dict(values.get("rope_parameters") or values.get("rope_scaling") or {})

@@ -37,7 +37,18 @@ def _check_base(base: float) -> float:
 
 
 def rope_frequencies(head_dim: int, base: float = 10000.0, *, dtype=torch.float64, device=None) -> torch.Tensor:
-    """Angular frequencies ``theta_i = base**(-2i/h_d)`` of the ``p`` pairs, shape ``(p,)``, fastest first."""
+    """Angular frequencies ``theta_i = base**(-2i/h_d)`` of the ``p`` pairs, fastest first.
+
+    Shapes:
+        ``(p,)`` with ``p = h_d / 2`` pairs, in ``dtype`` (float64 by default).
+
+    Example:
+        >>> import course_embed as ce
+        >>> ce.rope_frequencies(8)  # theta_i for i = 0 .. 3
+        tensor([1.0000, 0.1000, 0.0100, 0.0010], dtype=torch.float64)
+        >>> ce.rope_frequencies(128, base=500000.0).shape  # LLaMA 3's head and base
+        torch.Size([64])
+    """
     _check_head_dim(head_dim)
     _check_base(base)
     return base ** -(torch.arange(0, head_dim, 2, dtype=dtype, device=device) / head_dim)
@@ -162,12 +173,12 @@ def rope_parameters(
         base: ``rope_theta``; a ``rope_theta`` key in the dict (transformers 5's ``rope_parameters``) takes its
             place.
         rope_scaling: ``None`` for plain RoPE, or a dict with ``"rope_type"`` (or the older ``"type"``; ``"su"``
-            is LongRoPE) in :data:`~course_embed.rope_config.ROPE_SCALINGS` and its keys: ``factor`` (>= 1);
+            is LongRoPE) in ``course_embed.rope_config.ROPE_SCALINGS`` and its keys: ``factor`` (>= 1);
             ``original_max_position_embeddings`` (the training length ``L0``); for YaRN optionally ``beta_fast``
             (32), ``beta_slow`` (1), ``truncate`` (True) and ``attention_factor`` (default
-            :func:`yarn_attention_factor`, or with ``mscale`` and ``mscale_all_dim`` the ratio
+            ``yarn_attention_factor(factor)``, or with ``mscale`` and ``mscale_all_dim`` the ratio
             ``yarn_attention_factor(factor, mscale) / yarn_attention_factor(factor, mscale_all_dim)``); for llama3
-            ``low_freq_factor`` and ``high_freq_factor`` (:func:`llama3_frequencies`); for LongRoPE
+            ``low_freq_factor`` and ``high_freq_factor`` (``llama3_frequencies``); for LongRoPE
             ``short_factor`` and ``long_factor`` (``p`` divisors of the frequencies, the long ones used past
             ``L0``) and ``attention_factor`` (default ``sqrt(1 + ln(factor) / ln(L0))``). Any type may carry
             ``partial_rotary_factor`` ``f``: the frequencies are those of the ``int(h_d f)`` rotated dims, as
@@ -175,9 +186,21 @@ def rope_parameters(
             past the first ``int(f h_d / 2)`` set to 0, all divided by the optional ``factor``).
         seq_len: current sequence length, used by ``"dynamic"`` and ``"longrope"`` only.
 
-    Every value is checked (:func:`~course_embed.rope_config.check_rope_scaling`): ``nan``/``inf``, a zero
+    Every value is checked (``course_embed.rope_config.check_rope_scaling``): ``nan``/``inf``, a zero
     attention factor, ``beta_fast <= beta_slow`` or factor lists of the wrong length raise a ``ValueError``.
     Linear interpolation divides the frequencies by ``factor``, which is the same as dividing positions by it.
+
+    Shapes:
+        frequencies ``(p,)`` float64, with ``p = h_d / 2`` pairs, or ``int(h_d f) / 2`` with a
+        ``partial_rotary_factor`` ``f`` (except ``"proportional"``, above); the attention factor is a Python float.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> freqs, factor = ce.rope_parameters(64, rope_scaling={"rope_type": "linear", "factor": 4.0})
+        >>> freqs.shape, factor
+        (torch.Size([32]), 1.0)
+        >>> bool(torch.equal(freqs, ce.rope_frequencies(64) / 4))  # linear: every frequency divided by 4
+        True
     """
     _check_head_dim(head_dim)
     scaling = check_rope_scaling(rope_scaling)
@@ -237,6 +260,18 @@ def softmax_scale(qk_head_dim: int, rope_scaling: dict | None = None) -> float:
     Combined with cos/sin multiplied by ``yarn_attention_factor(factor, mscale) / m`` (:func:`rope_parameters`),
     the logits grow by ``yarn_attention_factor(factor, mscale)**2`` overall. Without ``mscale_all_dim`` (other
     YaRN configs) the scale is the plain ``qk_head_dim**-0.5``. Reference: transformers' ``yarn_apply_mscale``.
+
+    Shapes:
+        no tensors: an int and a config dict in, a Python float out.
+
+    Example:
+        >>> import course_embed as ce
+        >>> ce.softmax_scale(128)  # 128**-0.5
+        0.08838834764831845
+        >>> yarn = {"rope_type": "yarn", "factor": 40.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+        ...         "original_max_position_embeddings": 4096}  # a DeepSeek-V3-style scaling
+        >>> round(ce.softmax_scale(192, yarn), 4)  # 192**-0.5 * m**2 with m = 0.1 ln(40) + 1
+        0.1352
     """
     scaling = check_rope_scaling(rope_scaling)
     scale = qk_head_dim**-0.5

@@ -82,6 +82,21 @@ def layout_permutation(head_dim: int) -> torch.Tensor:
     ``x[..., perm]`` puts dim ``i`` and dim ``i + h_d/2`` (pair ``i`` of the half layout) at ``2i`` and ``2i + 1``.
     So ``rope_half(x)[..., perm] == rope_interleaved(x[..., perm])``, and a half-layout checkpoint becomes an
     interleaved one by permuting the output rows of ``W_q`` and ``W_k`` of every head with ``perm``.
+
+    Shapes:
+        ``(h_d,)``, an int64 permutation of ``0 .. h_d - 1``.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> perm = ce.layout_permutation(8)
+        >>> perm
+        tensor([0, 4, 1, 5, 2, 6, 3, 7])
+        >>> q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)  # (b, h, s, h_d)
+        >>> half, interleaved = ce.RotaryEmbedding(8, layout="half"), ce.RotaryEmbedding(8)
+        >>> q_half, _ = half(q, k)
+        >>> q_interleaved, _ = interleaved(q[..., perm], k[..., perm])
+        >>> bool(torch.allclose(q_half[..., perm], q_interleaved, atol=1e-6))
+        True
     """
     _check_head_dim(head_dim)
     half = head_dim // 2
@@ -229,7 +244,7 @@ class RotaryEmbedding(nn.Module):
         Args:
             config: a transformers config object or its dict (transformers 4 ``rope_scaling`` or 5
                 ``rope_parameters``, GPT-NeoX's ``rotary_emb_base`` and ``rotary_pct``); see
-                :func:`~course_embed.rope_config.rope_kwargs` for what is read.
+                :func:`~course_embed.rope_kwargs` for what is read.
             layout: ``"half"``, the layout of Hugging Face checkpoints.
             kwargs: other arguments of the constructor (``dynamic_rule``, ``device``).
         """

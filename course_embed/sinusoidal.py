@@ -28,7 +28,16 @@ def _angle_dtype(device: torch.device) -> torch.dtype:
 
 
 def inverse_frequencies(d_model: int, base: float = 10000.0, *, device=None, dtype=torch.float64) -> torch.Tensor:
-    """Angular frequencies ``base**(-2i/d)`` of the ``d/2`` sin/cos pairs, shape ``(d/2,)``, fastest first."""
+    """Angular frequencies ``base**(-2i/d)`` of the ``d/2`` sin/cos pairs, fastest first.
+
+    Shapes:
+        ``(d/2,)`` for ``d = d_model`` (even), in ``dtype`` (float64 by default).
+
+    Example:
+        >>> import course_embed as ce
+        >>> ce.inverse_frequencies(8)  # base**(-2i/d) for i = 0 .. 3
+        tensor([1.0000, 0.1000, 0.0100, 0.0010], dtype=torch.float64)
+    """
     if d_model % 2 or d_model < 2:
         raise ValueError(
             f"d_model must be a positive even number (sin/cos come in pairs), got {d_model}; "
@@ -53,7 +62,20 @@ def sinusoidal_table(
         device: of the result.
 
     Returns:
-        ``(s, d)`` tensor; even columns are sines, odd columns cosines.
+        The table, one row per position; even columns are sines, odd columns cosines.
+
+    Shapes:
+        ``(s, d)``, with ``s = length`` and ``d = d_model``.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> pe = ce.sinusoidal_table(10, 8)  # (s, d)
+        >>> pe.shape
+        torch.Size([10, 8])
+        >>> pe[0]  # position 0: every sine is 0, every cosine 1
+        tensor([0., 1., 0., 1., 0., 1., 0., 1.])
+        >>> bool(torch.equal(ce.sinusoidal_table(2, 8, offset=8), pe[8:]))  # rows 8 and 9
+        True
     """
     length = check_size(length, "length", minimum=0)
     offset = check_offset(offset)
@@ -70,6 +92,16 @@ def offset_rotation(k: float, d_model: int, base: float = 10000.0, *, dtype=torc
 
     ``M_k`` is block diagonal; block ``i`` is ``[[cos(w_i k), sin(w_i k)], [-sin(w_i k), cos(w_i k)]]`` with
     ``w_i = base**(-2i/d)``: it rotates the ``(sin, cos)`` pair ``i`` by the angle ``w_i k``, whatever ``p`` is.
+
+    Shapes:
+        ``(d, d)`` for ``d = d_model``; it multiplies a row ``PE[p]`` ``(d,)`` of :func:`sinusoidal_table`.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> pe = ce.sinusoidal_table(10, 8, dtype=torch.float64)  # (s, d)
+        >>> m3 = ce.offset_rotation(3, 8)  # (d, d)
+        >>> bool(torch.allclose(m3 @ pe[2], pe[5])) and bool(torch.allclose(m3 @ pe[6], pe[9]))
+        True
     """
     angles = k * inverse_frequencies(d_model, base, dtype=torch.float64)
     cos, sin = angles.cos(), angles.sin()

@@ -48,6 +48,17 @@ def init_table_(weight: torch.Tensor, init: str, padding_idx: int | None = None)
 
     Returns:
         ``weight``, for chaining.
+
+    Shapes:
+        ``weight``: ``(v, d)``, changed in place; ``v`` rows (token ids), ``d`` columns (``d_model``).
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> weight = ce.init_table_(torch.empty(1000, 64), "scaled_normal", padding_idx=0)
+        >>> abs(weight[1:].std().item() - 64**-0.5) < 0.01  # std d**-0.5 = 0.125
+        True
+        >>> bool(weight[0].eq(0).all())  # the pad row is zero again
+        True
     """
     if init not in INITS:
         raise ValueError(f"init must be one of {INITS}, got {init!r}")
@@ -81,8 +92,8 @@ class TokenEmbedding(nn.Module):
             (Adam's two moments) is still dense ``(v, d)``.
 
     Shapes:
-        ``forward(ids)``: ids ``(*)`` of integers (usually ``(b, s)``) -> ``(*, d)``.
-        ``lookup_add(ids, addend)``: ids ``(*)``, addend broadcastable to ``(*, d)`` -> ``(*, d)``.
+        * ``forward(ids)``: ids ``(*)`` of integers (usually ``(b, s)``) -> ``(*, d)``.
+        * ``lookup_add(ids, addend)``: ids ``(*)``, addend broadcastable to ``(*, d)`` -> ``(*, d)``.
 
     Reference: ``torch.nn.functional.embedding`` (tests compare against it and against ``one_hot(ids) @ W``).
 
@@ -131,7 +142,7 @@ class TokenEmbedding(nn.Module):
 
     @property
     def multiplier(self) -> float:
-        """The factor applied after the lookup: ``sqrt(d_model)`` or 1."""
+        """The factor applied after the lookup, ``sqrt(d_model)`` or 1."""
         return math.sqrt(self.d_model) if self.scale else 1.0
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -251,6 +262,19 @@ def tie_weights(embedding: TokenEmbedding | nn.Embedding, output: nn.Linear) -> 
 
     Returns:
         ``output``, now computing ``logits = h @ W.T`` with the embedding table ``W``.
+
+    Shapes:
+        ``embedding.weight`` and ``output.weight``: ``(v, d)``. The tied ``output`` maps hidden states
+        ``(b, s, d)`` to logits ``(b, s, v)``.
+
+    Example:
+        >>> import torch, course_embed as ce
+        >>> emb = ce.TokenEmbedding(vocab_size=100, d_model=16)
+        >>> head = ce.tie_weights(emb, torch.nn.Linear(16, 100, bias=False))
+        >>> head.weight is emb.weight  # one tensor
+        True
+        >>> head(torch.randn(2, 5, 16)).shape  # (b, s, d) -> (b, s, v)
+        torch.Size([2, 5, 100])
     """
     if output.weight.shape != embedding.weight.shape:
         raise ValueError(

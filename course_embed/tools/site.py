@@ -230,15 +230,17 @@ def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: di
 
 
 # At a phone's width nothing sticks out of the text column: wide inline math scrolls sideways (the theme cuts it
-# off; display math already scrolls), long inline code, a reference's long words (file and function names) and the
-# next/previous chapter titles wrap. On a desktop, code and its output are set a little smaller, so that a chapter's
-# 88-character lines fit the text column (about 690 px at 1280 px) without scrolling; and the header band goes,
-# which held only a second search box beside the sidebar's (on a phone, where the sidebar folds away, the header and
-# its search stay).
+# off; display math already scrolls), long inline code, a reference's long words (file and function names), the
+# library reference's signatures, the general index's long names and the next/previous chapter titles wrap. On a
+# desktop, code and its output are set a little smaller, so that a chapter's 88-character lines fit the text column
+# (about 690 px at 1280 px) without scrolling; and the header band goes, which held only a second search box beside
+# the sidebar's (on a phone, where the sidebar folds away, the header and its search stay).
 SITE_CSS = (
     "span.math { overflow-x: auto; overflow-y: hidden; } span.math > mjx-container { flex-shrink: 0; } "
     "code.docutils.literal, code.docutils.literal span.pre { white-space: pre-wrap; overflow-wrap: anywhere; } "
     "div.citation { overflow-wrap: anywhere; } "
+    "dt.sig, dt.sig span.pre { white-space: pre-wrap; overflow-wrap: anywhere; } "
+    "table.indextable, table.indextable a { overflow-wrap: anywhere; } "
     ".prev-next-area a, .prev-next-info { min-width: 0; } .prev-next-title { overflow-wrap: anywhere; } "
     "@media (min-width: 960px) { div.highlight pre, div.cell_output pre { font-size: 0.75rem; } "
     ".bd-header { display: none; } :root { --pst-header-height: 0px; } } "

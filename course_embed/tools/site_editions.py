@@ -5,6 +5,9 @@ A Sphinx extension, listed in ``_config.yml`` under ``sphinx.extra_extensions`` 
 
 - every page links to itself in the other edition, and a translated page says how much of it is translated;
 - links to a section (``page.ipynb#31-the-formula``) keep their anchors in a translation;
+- the library reference's entries (``book/reference.md``: the package's docstrings, which Sphinx's autodoc turns into
+  object descriptions) stay in English in both editions: they are neither extracted into the catalogues nor
+  translated, so the page's own prose, which says so, is all its catalogue holds;
 - the captions of the book's parts and the theme's own words that its catalogues lack (``LC_MESSAGES/theme.po``) are
   in the edition's language;
 - pages read well in both scripts (``EDITION_CSS``): a wide table scrolls sideways instead of squeezing its Chinese
@@ -48,6 +51,31 @@ class RestoreHeadingSlugs(SphinxTransform):
         slugs = self.document.attributes.pop("course_embed_slugs", None)
         if slugs is not None:
             self.env.metadata[self.env.docname]["myst_slugs"] = slugs
+
+
+class KeepDocstringsInEnglish(SphinxTransform):
+    """Every text of an object description (``desc``: what autodoc makes of a docstring) that Sphinx would translate
+    is marked untranslatable before it translates a page (20), which also keeps it out of what the gettext builder
+    extracts: the docstrings are the package's own, written in English, and the Chinese edition shows them as they
+    are rather than listing some two hundred entries in the catalogues that no one could keep in step with the code.
+
+    That is every paragraph, list item and heading, and the argument descriptions, which Sphinx wraps in inline nodes
+    marked translatable. Other inline nodes (a signature's parts) stay unmarked: Sphinx extracts no unmarked inline
+    node, and it unwraps every marked one, moving its text to the end of its parent. The headings of napoleon's custom
+    sections (``napoleon_custom_sections``: "Shapes") are translated: they are the site's words, like the
+    "Parameters" and "Example" that Sphinx's own catalogue translates."""
+
+    default_priority = 15
+
+    def apply(self) -> None:
+        sections = getattr(self.config, "napoleon_custom_sections", None) or []
+        headings = {entry if isinstance(entry, str) else entry[0] for entry in sections}
+        for description in self.document.findall(addnodes.desc):
+            for node in description.findall(nodes.TextElement):
+                if isinstance(node, nodes.rubric) and node.astext() in headings:
+                    continue
+                if not isinstance(node, nodes.Inline) or "translatable" in node:
+                    node["translatable"] = False
 
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -189,6 +217,7 @@ def _translate_pages(app: Sphinx, exception: Exception | None) -> None:
 
 def setup(app: Sphinx) -> dict:
     app.add_transform(KeepHeadingSlugs)
+    app.add_transform(KeepDocstringsInEnglish)
     app.add_transform(RestoreHeadingSlugs)
     app.add_transform(TranslateTocCaptions)
     app.add_transform(ChineseEmphasis)

@@ -3,7 +3,9 @@
 The English pages are the source. Sphinx's gettext builder extracts every paragraph, heading, list item, table cell,
 term and figure alt text of a page into a template (``.pot``); ``sphinx-intl`` merges the templates into one catalogue
 per page, ``locales/zh_CN/LC_MESSAGES/book/<page>.po``, where each English entry (``msgid``) gets its Chinese text
-(``msgstr``). Code cells and their outputs are not in the catalogues: both editions show the same ones.
+(``msgstr``). Code cells and their outputs are not in the catalogues: both editions show the same ones. Nor are the
+library reference's entries (``book/reference.md``), the package's docstrings, which both editions show in English
+(``course_embed.tools.site_editions``); its catalogue holds the page's own prose, which says so.
 
 When an English paragraph changes, its entry comes back *fuzzy* (the old translation kept as a suggestion, not used by
 the build) or, if it is new, untranslated; the build of the Chinese edition then shows that paragraph in English and

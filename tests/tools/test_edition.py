@@ -2,6 +2,8 @@
 
 import json
 import re
+import subprocess
+import sys
 
 import yaml
 
@@ -12,9 +14,23 @@ from .test_notebooks import ROOT, toc_files
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
+def without_api_entries(html: str) -> str:
+    """``html`` without the library reference's entries (``<dl class="py ...">``, each with its members): the
+    package's docstrings, which both editions show in English."""
+    kept, start, depth = [], 0, 0
+    for tag in re.finditer(r"<dl\b[^>]*>|</dl>", html):
+        if depth == 0 and tag.group().startswith('<dl class="py '):
+            kept.append(html[start : tag.start()])
+            depth = 1
+        elif depth:
+            depth += 1 if tag.group().startswith("<dl") else -1
+            start = tag.end()
+    return "".join(kept) + (html[start:] if depth == 0 else "")
+
+
 def _visible_text(page: str) -> str:
-    """The article's prose: without code cells, outputs, scripts and tags."""
-    article = page.split('<article class="bd-article">', 1)[-1].split("</article>", 1)[0]
+    """The article's prose: without code cells, outputs, the library reference's entries, scripts and tags."""
+    article = without_api_entries(page.split('<article class="bd-article">', 1)[-1].split("</article>", 1)[0])
     article = re.sub(r'<div class="cell_(?:input|output)[^"]*".*?</div>\s*</div>', " ", article, flags=re.S)
     return re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", " ", article, flags=re.S))
 
@@ -131,3 +147,72 @@ def test_the_search_keeps_the_glossarys_names_their_parts_and_the_common_terms_w
     found = language.split("模型用旋转位置编码，学习率为 0.01，动态 NTK 的因子。")
     # jieba keeps 旋转位置编码 whole; the word list adds the terms inside it and those jieba would cut
     assert {"旋转位置编码", "位置编码", "学习率", "动态NTK"} <= set(found), found
+
+
+def test_the_library_reference_is_in_english_in_both_editions_and_says_so(built_site):
+    """The docstrings stay in English (course_embed.tools.site_editions.KeepDocstringsInEnglish): the Chinese page
+    translates its own prose, which says so, and the headings of the docstrings' sections; its catalogue holds no
+    docstring."""
+    english = (built_site.html / "book" / "reference.html").read_text(encoding="utf-8")
+    chinese = (built_site.zh / "book" / "reference.html").read_text(encoding="utf-8")
+    assert "它们都保持英文" in chinese and "stay in English in both editions" in english
+    for docstring in ("Token ids to vectors, optionally scaled by", "Rotates queries and keys by their positions"):
+        assert docstring in english and docstring in chinese, docstring
+    shapes = english.count('<p class="rubric">Shapes</p>')
+    assert shapes >= 26 and chinese.count('<p class="rubric">形状</p>') == shapes
+    catalogue = {m.id for m in translations.read_catalogue(translations.CATALOGUES / "book" / "reference.po") if m.id}
+    assert "Shapes" in catalogue and len(catalogue) < 20, sorted(catalogue)
+
+
+# A page with one docstring (autodoc, napoleon's sections), built in seconds with the book's edition extension.
+SMALL_CONF = """project = "small"
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "course_embed.tools.site_editions"]
+napoleon_custom_sections = ["Shapes"]
+locale_dirs = ["locales"]
+gettext_compact = False
+"""
+SMALL_PO = """msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=utf-8\\n"
+
+msgid "The function below shares a table."
+msgstr "下面的函数共用一张表。"
+
+msgid "Shapes"
+msgstr "形状"
+"""
+
+
+def test_docstrings_are_neither_extracted_nor_translated(tmp_path):
+    """On a small site: the gettext builder extracts the page's own paragraph and the "Shapes" heading, nothing of
+    the docstring; the Chinese build translates those two and shows the docstring, and its signature in order, as the
+    English build does."""
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "conf.py").write_text(SMALL_CONF, encoding="utf-8")
+    (source / "index.rst").write_text(
+        "Small\n=====\n\nThe function below shares a table.\n\n.. autofunction:: course_embed.tie_weights\n",
+        encoding="utf-8",
+    )
+
+    def build(builder: str, out: str, *options: str) -> None:
+        command = [sys.executable, "-m", "sphinx", "-q", "-W", "-b", builder, *options, str(source)]
+        built = subprocess.run([*command, str(tmp_path / out)], capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr[-3000:]
+
+    build("gettext", "pot")
+    extracted = {m.id for m in translations.read_catalogue(tmp_path / "pot" / "index.pot") if m.id}
+    assert extracted == {"Small", "The function below shares a table.", "Shapes"}, extracted
+    po = source / "locales" / "zh_CN" / "LC_MESSAGES" / "index.po"
+    po.parent.mkdir(parents=True)
+    po.write_text(SMALL_PO, encoding="utf-8")
+    build("html", "en")
+    build("html", "zh", "-D", "language=zh_CN")
+    english = (tmp_path / "en" / "index.html").read_text(encoding="utf-8")
+    chinese = (tmp_path / "zh" / "index.html").read_text(encoding="utf-8")
+    assert "下面的函数共用一张表。" in chinese and '<p class="rubric">形状</p>' in chinese
+    sentence = "After the call"
+    assert sentence in english and sentence in chinese
+    signature = re.search(r'<dt class="sig sig-object py".*?</dt>', chinese, re.S).group()
+    text = re.sub(r"<[^>]+>", "", signature)
+    assert "tie_weights(embedding: TokenEmbedding | Embedding, output: Linear)" in text, text

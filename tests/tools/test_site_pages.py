@@ -1,9 +1,12 @@
 """The back matter: the bibliography holds the core papers, chapters cite, the glossary is bilingual, the appendix
-gives every claim a verdict and a link to the chapter that measures it."""
+gives every claim a verdict and a link to the chapter that measures it, and the library reference shows every public
+name of the package with its signature, shapes and example."""
 
 import re
 
 import nbformat
+
+import course_embed as ce
 
 from .test_notebooks import ROOT, toc_files
 
@@ -111,3 +114,41 @@ def test_every_misconception_has_a_verdict_and_links_to_a_published_chapter():
         else:
             chapter = int(re.fullmatch(r"chapter (\d+)", where).group(1))
             assert chapter not in published, f"chapter {chapter} is published: link the section that measures {claim!r}"
+
+
+def test_the_library_reference_documents_every_public_name_once():
+    page = (ROOT / "book" / "reference.md").read_text(encoding="utf-8")
+    assert "book/reference" in toc_files()
+    documented = [name.split(".")[-1] for name in re.findall(r"^\.\. auto(?:class|function):: (\S+)$", page, re.M)]
+    assert sorted(set(ce.__all__) - set(documented)) == []
+    assert len(documented) == len(set(documented)), documented
+
+
+def _entry(page: str, name: str) -> tuple[str, str]:
+    """The signature (``dt``) and the description (``dd``, without its members' entries) of ``name`` on a built page
+    of the library reference."""
+    dt = page.index(f'<dt class="sig sig-object py" id="{name}">')
+    start = page.rindex('<dl class="py ', 0, dt)
+    depth, end = 0, start
+    for tag in re.finditer(r"<dl\b|</dl>", page[start:]):
+        depth += 1 if tag.group() == "<dl" else -1
+        if depth == 0:
+            end = start + tag.end()
+            break
+    signature, description = page[dt:end].split("</dt>", 1)
+    members = description.find('<dl class="py ')
+    return signature, description if members < 0 else description[:members]
+
+
+def test_the_library_reference_shows_each_name_with_its_signature_shapes_and_example(built_site):
+    """Napoleon renders each docstring's sections: "Shapes" (a custom section) and "Example" as headings, the example
+    as a doctest block; a Returns section that it misread as "type: description" would show a "Return type"."""
+    page = (built_site.html / "book" / "reference.html").read_text(encoding="utf-8")
+    for name in ce.__all__:
+        signature, description = _entry(page, f"course_embed.{name}")
+        assert '<span class="sig-paren">(</span>' in signature, name
+        assert '<p class="rubric">Shapes</p>' in description, name
+        assert '<p class="rubric">Example</p>' in description.split('<p class="rubric">Shapes</p>', 1)[1], name
+        assert '<div class="doctest highlight-default notranslate">' in description, name
+    assert "Return type" not in page
+    assert "extra_repr" not in page  # nn.Module's, not the package's
