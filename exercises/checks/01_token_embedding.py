@@ -176,26 +176,47 @@ TRUNCATED_STD = 0.0175925132
 TRUNCATED_WITHIN_ONE_STD = 0.7152328
 
 
-def _truncated_in_place(init_truncated_, padding_idx=0):
-    w = torch.nn.Parameter(torch.full((4000, 64), 3.0))
+def _truncated_in_place(init_truncated_, padding_idx=0, shape=(4000, 64), dtype=torch.float32):
+    """The Parameter filled, its return value, and the tensor it is a view of (rows 1 to -2): filled in place, that
+    tensor changes too; values put into a new tensor (``weight.data = ...``) leave it as it was."""
+    backing = torch.full((shape[0] + 2, shape[1]), 3.0, dtype=dtype)
+    w = torch.nn.Parameter(backing[1:-1])
     returned = init_truncated_(w, 0.02, 2.0, padding_idx=padding_idx)
-    return {"returned": returned, "weight": w}
+    return {"returned": returned, "weight": w, "backing": backing}
+
+
+#: The two tables the first test fills: (padding_idx, shape, dtype)
+_IN_PLACE_CASES = [(0, (4000, 64), torch.float32), (5, (200, 16), torch.float64)]
 
 
 @test("q4", points=0.25)
 def truncated_init_in_place_with_the_pad_row_zero(init_truncated_):
-    got = yield run(_truncated_in_place, init_truncated_)
-    label = "init_truncated_(w, 0.02, 2.0, padding_idx=0) on a (4000, 64) float32 Parameter"
-    if got.raised and "leaf Variable" in got.message:
-        raise AssertionError(f"{label} raised RuntimeError: a Parameter changes in place only under torch.no_grad()")
-    result = got.ok(label)
-    w = as_tensor(result["weight"], "the Parameter passed in")
-    assert w.dtype == torch.float32, f"{label}: the Parameter must keep its dtype float32, got {w.dtype}"
-    assert not torch.all(w == 3.0), f"{label} left the Parameter unchanged: fill `weight` itself, in place"
-    returned = as_tensor(result["returned"], f"{label} (its return value)")
-    assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
-    assert torch.all(w[0] == 0), f"{label}: row 0 is not zero; zero row padding_idx after the random init"
-    assert not torch.all(w[1] == 0), f"{label}: row 1 is zero; only row padding_idx is"
+    got = yield [run(_truncated_in_place, init_truncated_, *case) for case in _IN_PLACE_CASES]
+    labels = [
+        f"init_truncated_(w, 0.02, 2.0, padding_idx={pad}) on a ({v}, {d}) {str(dtype)[6:]} Parameter"
+        for pad, (v, d), dtype in _IN_PLACE_CASES
+    ]
+    tables = []
+    for (_, _, dtype), label, out in zip(_IN_PLACE_CASES, labels, got, strict=True):  # the dtypes first
+        if out.raised and "leaf Variable" in out.message:
+            raise AssertionError(
+                f"{label} raised RuntimeError: a Parameter changes in place only under torch.no_grad()"
+            )
+        result = out.ok(label)
+        w = as_tensor(result["weight"], "the Parameter passed in")
+        assert w.dtype == dtype, f"{label}: the Parameter must keep its dtype {dtype}, got {w.dtype}"
+        tables.append((result, w))
+    for (pad, (v, _), _), label, (result, w) in zip(_IN_PLACE_CASES, labels, tables, strict=True):
+        assert not torch.all(w == 3.0), f"{label} left the Parameter unchanged: fill `weight` itself, in place"
+        returned = as_tensor(result["returned"], f"{label} (its return value)")
+        assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
+        backing = as_tensor(result["backing"], "the tensor the Parameter is a view of")
+        assert backing.shape == (v + 2, w.shape[1]) and torch.equal(backing[1:-1], w), (
+            f"{label}: the values went into new storage, not the Parameter's own (weight.data = ... or set_ "
+            f"replaces it): fill it in place with in-place methods (normal_, copy_, masked indexing)"
+        )
+        assert torch.all(w[pad] == 0), f"{label}: row {pad} is not zero; zero row padding_idx after the random init"
+        assert not torch.all(w[pad + 1] == 0), f"{label}: row {pad + 1} is zero; only row padding_idx is"
 
 
 @test("q4", points=0.5)

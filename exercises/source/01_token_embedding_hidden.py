@@ -194,9 +194,10 @@ def _truncated_cases(seed):
 
 
 def _truncated_init(init_truncated_, v, d, std, cutoff, pad, dtype):
-    w = torch.nn.Parameter(torch.full((v, d), 5.0, dtype=dtype))
+    backing = torch.full((v + 2, d), 5.0, dtype=dtype)  # the Parameter is its rows 1 to -2: filled in place, it changes
+    w = torch.nn.Parameter(backing[1:-1])
     returned = init_truncated_(w, std, cutoff, pad)
-    return {"returned": returned, "weight": w}
+    return {"returned": returned, "weight": w, "backing": backing}
 
 
 @test("q4", points=0.5, hidden=True)
@@ -210,6 +211,10 @@ def truncated_init_fills_in_place_and_zeroes_the_pad_row(init_truncated_, *, see
         returned = as_tensor(result["returned"], f"{label} (its return value)")
         assert w.dtype == dtype, f"{label}: the table must keep its dtype {dtype}, got {w.dtype}"
         assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
+        backing = as_tensor(result["backing"], "the tensor the Parameter is a view of")
+        assert backing.shape == (v + 2, d) and torch.equal(backing[1:-1], w), (
+            f"{label}: the values went into new storage, not the Parameter's own: fill it in place"
+        )
         zero = (w == 0).all(dim=1)
         assert zero.tolist() == [i == pad for i in range(v)], (
             f"{label}: exactly row padding_idx must be zero (None: no row), {int(zero.sum())} rows are"

@@ -23,6 +23,7 @@ from .grading_cases import (
     _step_bytes,
     _timing,
     _truncated,
+    _truncated_redrawn,
     solution_answers,
 )
 
@@ -359,6 +360,14 @@ PUBLIC_MISTAKES = {
             "the pad row zeroed before the init": (
                 _truncated(pad_first=True),
                 "row 0 is not zero; zero row padding_idx after the random init",
+            ),
+            "float64 table re-drawn with default-dtype randn": (
+                _truncated_redrawn(),
+                "on a (200, 16) float64 Parameter: the Parameter must keep its dtype torch.float64, got torch.float32",
+            ),
+            "weight.data = samples (new storage, not in place)": (
+                _truncated_redrawn(", dtype=weight.dtype"),
+                "on a (4000, 64) float32 Parameter: the values went into new storage, not the Parameter's own",
             ),
             "the std argument returned, not measured": (
                 "def truncated_std(std, cutoff, seed):\n    return float(std)",

@@ -63,6 +63,24 @@ def _truncated(fill="nn.init.trunc_normal_(weight, 0.0, std, -cutoff * std, cuto
     )
 
 
+def _truncated_redrawn(dtype=""):
+    """An ``init_truncated_`` (exercise 01, question 4) that draws the samples into a new tensor, re-draws those
+    beyond the bounds, then assigns it with ``weight.data =`` (new storage, not in place); ``dtype`` the ``randn``
+    arguments after the shape (``""``: the default dtype, float32 whatever the table's)."""
+    return (
+        "def init_truncated_(weight, std=0.02, cutoff=2.0, padding_idx=None):\n"
+        f"    samples = torch.randn(weight.shape{dtype}) * std\n"
+        "    out = samples.abs() > cutoff * std\n"
+        "    while out.any():\n"
+        f"        samples[out] = torch.randn(int(out.sum()){dtype}) * std\n"
+        "        out = samples.abs() > cutoff * std\n"
+        "    if padding_idx is not None:\n"
+        "        samples[padding_idx] = 0\n"
+        "    weight.data = samples\n"
+        "    return weight"
+    )
+
+
 def _roberta(positions="(real.cumsum(dim=1) + offset) * real + padding_idx", check=True):
     """A ``roberta_positions`` (exercise 04, question 5) with one mistake: ``positions`` the expression of the
     position ids (``real`` is 1 at the real tokens), ``check`` whether ids that are not 2-D raise."""
@@ -226,6 +244,8 @@ WRONG_ANSWERS = {
             ),
             "truncated, then rescaled to std": _truncated(after="weight.mul_(std / weight.std())"),
             "the pad row zeroed before the init": _truncated(pad_first=True),
+            "float64 table re-drawn with default-dtype randn": _truncated_redrawn(),
+            "weight.data = samples (new storage, not in place)": _truncated_redrawn(", dtype=weight.dtype"),
             "the std argument returned, not measured": "def truncated_std(std, cutoff, seed):\n    return float(std)",
         },
     },
