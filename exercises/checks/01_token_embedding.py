@@ -232,8 +232,8 @@ def truncated_init_is_a_truncated_normal(init_truncated_):
         )
     assert largest <= 0.04 * (1 + 1e-6), (
         f"{label} holds values up to {largest:.4f} in magnitude, outside [-0.04, 0.04] = +-cutoff * std: every "
-        f"sample beyond cutoff standard deviations is re-drawn (nn.init.trunc_normal_'s a and b are absolute bounds, "
-        f"not multiples of std)"
+        f"sample beyond cutoff standard deviations is re-drawn (if you used nn.init.trunc_normal_, its a and b are "
+        f"absolute bounds, not multiples of std)"
     )
     on_bounds = (w.abs() >= 0.04 * (1 - 1e-6)).double().mean().item()
     assert on_bounds < 0.005, (

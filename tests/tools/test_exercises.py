@@ -346,7 +346,7 @@ PUBLIC_MISTAKES = {
             "nn.init.trunc_normal_'s default bounds, +-2 (absolute)": (
                 _truncated(fill="nn.init.trunc_normal_(weight, std=std)"),
                 "outside [-0.04, 0.04] = +-cutoff * std: every sample beyond cutoff standard deviations is re-drawn "
-                "(nn.init.trunc_normal_'s a and b are absolute bounds, not multiples of std)",
+                "(if you used nn.init.trunc_normal_, its a and b are absolute bounds, not multiples of std)",
             ),
             "the tails clamped onto the bounds": (
                 _truncated(fill="weight.normal_(0.0, std).clamp_(-cutoff * std, cutoff * std)"),
