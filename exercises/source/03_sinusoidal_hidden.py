@@ -36,7 +36,7 @@ def sinusoidal_angles_in_float64(sinusoidal, *, seed):
     import course_embed as ce
 
     label = f"sinusoidal({length}, {d})"
-    table = got.tensor(label, shape=(length, d), dtype=torch.float32)
+    table = got.tensor(label, shape=(length, d), dtype=torch.float32)  # the one q4 test that grades the dtype
     error = (table[-1000:].double() - ce.sinusoidal_table(length, d, dtype=torch.float64)[-1000:]).abs().max().item()
     assert error < 2e-6, f"{label}: the last 1000 positions are off by up to {error:.1e} (float32 angles?)"
 
@@ -50,7 +50,7 @@ def sinusoidal_rejects_odd_width(sinusoidal, *, seed):
     # or frequencies: row 0 holds sin 0 and cos 0 (d / 2 zeros, d / 2 ones), every entry lies in [-1, 1]; an answer
     # that raises for every width, or returns zeros, earns nothing here
     label = f"sinusoidal({length}, {d}) (an even width)"
-    table = got[0].tensor(label, shape=(length, d), dtype=torch.float32)
+    table = got[0].tensor(label, shape=(length, d)).float()  # the dtype is timing_signal_angles_in_float64's
     row = table[0].tolist()
     assert row.count(0.0) == d // 2 and row.count(1.0) == d // 2 and bool(table.abs().le(1.0).all()), (
         f"{label}: a sinusoidal table (row 0 is sin 0 and cos 0, every entry in [-1, 1])"
@@ -138,7 +138,8 @@ def timing_signal_matches_reference(timing_signal, *, seed):
     got = yield [run(timing_signal, *case) for case in cases]
     for (length, d, base), out in zip(cases, got):
         label = f"timing_signal({length}, {d}, {base})"
-        table = out.tensor(label, shape=(length, d), dtype=torch.float32).double()
+        # the dtype is timing_signal_angles_in_float64's to grade: the values only here, after casting
+        table = out.tensor(label, shape=(length, d)).double()
         error = (table - _timing_reference(length, d, base)).abs().max().item()
         default = (table - _timing_reference(length, d)).abs().max().item()
         assert error < 2e-5 or default >= 2e-5, f"{label} is the table for base 10000: use the base argument"
@@ -153,9 +154,8 @@ def timing_signal_starts_at_start(timing_signal, *, seed):
     start = between(gen, 1, 3000)
     got = yield [run(timing_signal, length, d, base, start), run(timing_signal, start + length, d, base)]
     label = f"timing_signal({length}, {d}, {base}, {start})"
-    out = got[0].tensor(label, shape=(length, d), dtype=torch.float32)
-    full = got[1].tensor(f"timing_signal({start + length}, {d}, {base})", shape=(start + length, d),
-                         dtype=torch.float32)
+    out = got[0].tensor(label, shape=(length, d)).float()  # the dtype is timing_signal_angles_in_float64's
+    full = got[1].tensor(f"timing_signal({start + length}, {d}, {base})", shape=(start + length, d)).float()
     # only that row j is position start + j, compared with the answer's own table from position 0, whatever its
     # formula or layout (timing_signal_matches_reference grades those); row 0 of that table is sin 0 and cos 0
     row = full[0].tolist()
@@ -172,7 +172,7 @@ def timing_signal_angles_in_float64(timing_signal, *, seed):
     length, d = between(gen, 9000, 12000), 2 * between(gen, 8, 40)
     got = yield run(timing_signal, length, d)
     label = f"timing_signal({length}, {d})"
-    table = got.tensor(label, shape=(length, d), dtype=torch.float32)
+    table = got.tensor(label, shape=(length, d), dtype=torch.float32)  # the one q4 test that grades the dtype
     error = (table[-1000:].double() - _timing_reference(length, d)[-1000:]).abs().max().item()
     assert error < 1e-2, f"{label}: the last 1000 positions are off by up to {error:.1e}, a wrong formula or layout"
     assert error < 2e-6, f"{label}: the last 1000 positions are off by up to {error:.1e} (float32 angles?)"
@@ -186,7 +186,7 @@ def timing_signal_rejects_bad_widths(timing_signal, *, seed):
     # not the even width's values (timing_signal_matches_reference grades them), only that it is a table: row 0 holds
     # sin 0 and cos 0 (d / 2 zeros, d / 2 ones), every entry lies in [-1, 1]
     label = f"timing_signal({length}, {d}) (an even width)"
-    table = got[0].tensor(label, shape=(length, d), dtype=torch.float32)
+    table = got[0].tensor(label, shape=(length, d)).float()  # the dtype is timing_signal_angles_in_float64's
     row = table[0].tolist()
     assert row.count(0.0) == d // 2 and row.count(1.0) == d // 2 and bool(table.abs().le(1.0).all()), (
         f"{label}: a table of sines and cosines (row 0 is sin 0 and cos 0, every entry in [-1, 1])"
