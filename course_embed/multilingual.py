@@ -16,7 +16,6 @@ more than ten times smaller.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 
 import torch
 import torch.nn.functional as F
@@ -65,7 +64,6 @@ class MultilingualEmbedding(nn.Module):
     offsets: torch.Tensor
     sizes: torch.Tensor
     languages = Fixed()
-    vocab_sizes = Fixed()
     d_model = Fixed()
     padding_idx = Fixed()
 
@@ -98,18 +96,12 @@ class MultilingualEmbedding(nn.Module):
                 f"padding_idx={padding_idx} must be a local id present in every language, i.e. in "
                 f"[0, {smallest}) for these vocabularies; use e.g. 0, or None for no pad token"
             )
-        fix(
-            self,
-            languages=tuple(vocab_sizes),
-            vocab_sizes=MappingProxyType(dict(vocab_sizes)),
-            d_model=d_model,
-            padding_idx=padding_idx,
-        )
+        fix(self, languages=tuple(vocab_sizes), d_model=d_model, padding_idx=padding_idx)
         self.scale = scale
         self.init = init or ("scaled_normal" if scale else "normal")
         sizes = [vocab_sizes[lang] for lang in self.languages]
         starts = [sum(sizes[:k]) for k in range(len(sizes))]  # host copies: reading them never waits for a device
-        self._starts, self._largest = tuple(starts), max(sizes)
+        self._sizes, self._starts = tuple(sizes), tuple(starts)
         self.register_buffer("sizes", torch.tensor(sizes, device=device), persistent=False)
         self.register_buffer("offsets", torch.tensor(starts, device=device), persistent=False)
         self.weight = nn.Parameter(torch.empty(sum(sizes), d_model, device=device, dtype=dtype))
@@ -131,7 +123,7 @@ class MultilingualEmbedding(nn.Module):
     def table(self, lang: str) -> torch.Tensor:
         """The ``(V_l, d)`` rows of language ``lang``: a view of the packed table (writes go through)."""
         start = self._starts[self.language_index(lang)]
-        return self.weight[start : start + self.vocab_sizes[lang]]
+        return self.weight[start : start + self._sizes[self.language_index(lang)]]
 
     def language_index(self, lang: str) -> int:
         """Index of language ``lang`` in ``languages``; a clear error for an unknown name."""
@@ -187,7 +179,7 @@ class MultilingualEmbedding(nn.Module):
         Raises a ValueError naming the language when an id is outside that language's vocabulary.
         """
         check_batch_ids(ids)
-        check_ids(ids, self._largest)  # integer dtype, no negative ids
+        check_ids(ids, max(self._sizes))  # integer dtype, no negative ids
         index = self._language_tensor(lang, ids).expand_as(ids)  # (b, s)
         limit = self.sizes[index]
         bad = ids >= limit
@@ -215,7 +207,7 @@ class MultilingualEmbedding(nn.Module):
         return out * self.d_model**0.5 if self.scale else out
 
     def extra_repr(self) -> str:
-        sizes = dict(self.vocab_sizes)
+        sizes = dict(zip(self.languages, self._sizes, strict=True))
         return f"{sizes}, {self.d_model}, padding_idx={self.padding_idx}, scale={self.scale}, init={self.init!r}"
 
 
