@@ -314,6 +314,7 @@ def compare(
     variant_bytes: dict[str, int] | None = None,
     noise_floor: bool = True,
     seed: int = 0,
+    calls: int | None = None,
 ) -> BenchTable:
     """Time ``variants`` side by side with a copy of ``nbytes``; return medians, GB/s, fraction of copy, speed-ups.
 
@@ -336,6 +337,8 @@ def compare(
         noise_floor: time the baseline a second time as ``baseline'`` (unless ``variants`` already has it), so that
             the table prints the run's noise floor.
         seed: of the shuffled order of each round.
+        calls: calls per block for every variant, instead of calibrating them (processes of one group that time a
+            collective must call it equally often, or one waits for the other forever).
 
     Returns:
         :class:`BenchTable` with one row per variant, plus ``"copy"`` (and ``baseline'``).
@@ -353,6 +356,8 @@ def compare(
         raise ValueError(f"{COPY!r} is reserved for the reference copy; rename that variant")
     if rounds < 1 or threads < 1:
         raise ValueError(f"rounds and threads must be >= 1, got rounds={rounds}, threads={threads}")
+    if calls is not None and calls < 1:
+        raise ValueError(f"calls must be a positive number of calls per block, got {calls}; or None to calibrate")
     if block_seconds <= 0:
         raise ValueError(f"block_seconds must be > 0, got {block_seconds}; 0.02 (20 ms) is a good block")
     device = torch.device(device) if device is not None else torch.device("cpu")
@@ -369,8 +374,9 @@ def compare(
     try:
         for name, fn in fns.items():  # warm up, then size each block from the median of 3 calls
             fn()
-            one = statistics.median(clock(fn, 1) for _ in range(3))
-            numbers[name] = max(1, min(1 << 20, math.ceil(block_seconds / max(one, 1e-9))))
+            if calls is None:
+                one = statistics.median(clock(fn, 1) for _ in range(3))
+            numbers[name] = calls or max(1, min(1 << 20, math.ceil(block_seconds / max(one, 1e-9))))
         if baseline + "'" in numbers:  # the twin does the baseline's work exactly, block size included
             numbers[baseline + "'"] = numbers[baseline]
         order, shuffle = list(fns), random.Random(seed).shuffle

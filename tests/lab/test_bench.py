@@ -173,6 +173,15 @@ def test_the_noise_floor_twin_runs_blocks_of_the_baseline_size(monkeypatch):
     assert blocks[base] > 1 and {n for n in sizes[base] if n > 1} == {blocks[base]}  # one size for a and a'
 
 
+def test_fixed_calls_give_every_variant_blocks_of_that_many_calls(monkeypatch):
+    sizes = []
+    monkeypatch.setattr(bench, "time_cpu", lambda fn, number, threads: sizes.append(number) or 1e-3)
+    bench.compare({"a": lambda: None, "b": lambda: None}, None, baseline="a", rounds=3, calls=7)
+    assert set(sizes) == {7}  # no single-call calibration, and the same block on every rank of a group
+    with pytest.raises(ValueError, match="calls must be a positive number"):
+        bench.compare({"a": lambda: None}, None, baseline="a", calls=0)
+
+
 def test_compare_times_without_nan_filling_and_restores_it():
     seen = []
     flag = torch.utils.deterministic.fill_uninitialized_memory
