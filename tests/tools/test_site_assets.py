@@ -219,9 +219,9 @@ def placeholder_links(links: dict[str, list[str]], repository_url: str) -> dict[
                     "mybinder" in href
                     or "colab" in href
                     or "deepnote" in href
-                    or "/blob/" in href
+                    or ("/blob/" in href and href.split("?")[0].endswith((".ipynb", ".md")))  # a page's source
                     or "/edit/" in href
-                    or "/issues" in href
+                    or "/issues/new" in href  # a cited issue (/issues/123) or source file is a reference, not a button
                     or href.rstrip("/") == f"https://{host.group(1)}/{org_repo}"
                 )
             )
@@ -242,6 +242,8 @@ def test_placeholder_links_are_caught():
             "https://colab.research.google.com/github/me/course/blob/main/book/01.ipynb",
             "https://arxiv.org/abs/1706.03762",
             "https://github.com/pytorch/pytorch",
+            "https://github.com/huggingface/transformers/issues/29496",  # cited: a reference, not a button
+            "https://github.com/google/gemma_pytorch/blob/main/gemma/model.py",
         ]
     }
     assert placeholder_links(links, "https://github.com/me/course") == {
