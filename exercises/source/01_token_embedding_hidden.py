@@ -16,6 +16,25 @@ def _init_cases(seed):
     return cases
 
 
+def _filled(out, label, dtype):
+    """``(outputs, Parameter)`` of an init run on a ``dtype`` Parameter, once it kept the dtype and returned it."""
+    result = out.ok(label)
+    w = as_tensor(result["weight"], "the Parameter passed in")
+    returned = as_tensor(result["returned"], f"{label} (its return value)")
+    assert w.dtype == dtype, f"{label}: the table must keep its dtype {dtype}, got {w.dtype}"
+    assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
+    return result, w
+
+
+def _only_the_pad_row_zero(w, pad, label):
+    """The ``(v,)`` mask of ``w``'s zero rows, once exactly row ``pad`` (``None``: no row) is zero."""
+    zero = (w == 0).all(dim=1)
+    assert zero.tolist() == [i == pad for i in range(w.shape[0])], (
+        f"{label}: exactly row padding_idx must be zero (None: no row), {int(zero.sum())} rows are"
+    )
+    return zero
+
+
 def _init(init_embedding_, v, d, pad, dtype):
     w = torch.nn.Parameter(torch.full((v, d), 5.0, dtype=dtype))
     returned = init_embedding_(w, pad)
@@ -28,17 +47,9 @@ def init_matches_the_distribution(init_embedding_, *, seed):
     got = yield [run(_init, init_embedding_, *case) for case in cases]
     for (v, d, pad, dtype), out in zip(cases, got):
         label = f"init_embedding_ on a ({v}, {d}) {dtype} Parameter, padding_idx={pad}"
-        result = out.ok(label)
-        w = as_tensor(result["weight"], "the Parameter passed in")
-        returned = as_tensor(result["returned"], f"{label} (its return value)")
-        assert w.dtype == dtype, f"{label}: the table must keep its dtype {dtype}, got {w.dtype}"
-        assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
+        result, w = _filled(out, label, dtype)
         rows = w.double()
-        zero = (rows == 0).all(dim=1)
-        assert zero.tolist() == [i == pad for i in range(v)], (
-            f"{label}: exactly row padding_idx must be zero (None: no row), {int(zero.sum())} rows are"
-        )
-        keep = rows[~zero]
+        keep = rows[~_only_the_pad_row_zero(rows, pad, label)]
         std = d**-0.5
         assert abs(keep.std().item() - std) < 0.03 * std, (
             f"{label}: the rows' std is {keep.std().item():.4f}, expected d_model ** -0.5 = {std:.4f}"
@@ -206,19 +217,12 @@ def truncated_init_fills_in_place_and_zeroes_the_pad_row(init_truncated_, *, see
     got = yield [run(_truncated_init, init_truncated_, *case) for case in cases]
     for (v, d, std, cutoff, pad, dtype), out in zip(cases, got):
         label = f"init_truncated_ on a ({v}, {d}) {dtype} Parameter, std={std}, cutoff={cutoff}, padding_idx={pad}"
-        result = out.ok(label)
-        w = as_tensor(result["weight"], "the Parameter passed in")
-        returned = as_tensor(result["returned"], f"{label} (its return value)")
-        assert w.dtype == dtype, f"{label}: the table must keep its dtype {dtype}, got {w.dtype}"
-        assert returned.shape == w.shape and torch.equal(returned, w), f"{label} must return the Parameter it filled"
+        result, w = _filled(out, label, dtype)
         backing = as_tensor(result["backing"], "the tensor the Parameter is a view of")
         assert backing.shape == (v + 2, d) and torch.equal(backing[1:-1], w), (
             f"{label}: the values went into new storage, not the Parameter's own: fill it in place"
         )
-        zero = (w == 0).all(dim=1)
-        assert zero.tolist() == [i == pad for i in range(v)], (
-            f"{label}: exactly row padding_idx must be zero (None: no row), {int(zero.sum())} rows are"
-        )
+        _only_the_pad_row_zero(w, pad, label)
 
 
 @test("q4", points=1, hidden=True)
