@@ -276,18 +276,17 @@ def roberta_positions_are_int64(roberta_positions, *, seed):
 @test("q5", points=0.25, hidden=True)
 def roberta_positions_shift_by_the_offset(roberta_positions, *, seed):
     ids, padding_idx, offset = _padded_batch(seed)
-    got = yield [run(_roberta, roberta_positions, ids.clone(), padding_idx, offset=offset),
-                 run(_roberta, roberta_positions, ids.clone(), padding_idx)]
+    got = yield run(_roberta, roberta_positions, ids.clone(), padding_idx, offset=offset)
     label = f"roberta_positions(({tuple(ids.shape)} ids), {padding_idx}, offset={offset})"
-    found = as_tensor(got[0].ok(label)["out"], label).long()
-    plain = as_tensor(got[1].ok(label.replace(f", offset={offset}", ""))["out"], "positions").long()
-    # only the offset, against the answer's own numbering without one (roberta_positions_match_reference grades
-    # that): the real tokens move by the offset, the pads stay
-    pads = ids == padding_idx
-    assert tuple(found.shape) == tuple(plain.shape) == tuple(ids.shape), f"{label}: keep ids' shape"
-    expected = torch.where(pads, plain, plain + offset)
-    wrong = (found != expected).sum().item()
-    assert wrong == 0, f"{label}: {wrong} positions are not the offset-free ones moved by the offset (pads stay)"
+    found = as_tensor(got.ok(label)["out"], label).long()
+    assert tuple(found.shape) == tuple(ids.shape), f"{label}: keep ids' shape"
+    # against RoBERTa's numbering itself, so that numbering the columns instead of the real tokens loses these
+    # points too: the offset is the question's reason to count real tokens
+    wrong = (found != _roberta_reference(ids.long(), padding_idx, offset)).sum().item()
+    assert wrong == 0, (
+        f"{label}: {wrong} positions differ from RoBERTa's numbering with an offset: the k-th real token of a "
+        f"row at padding_idx + offset + k (k from 1), every pad at padding_idx"
+    )
 
 
 @test("q5", points=0.25, hidden=True)
