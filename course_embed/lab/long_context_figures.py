@@ -7,10 +7,13 @@ as a line and the range from the best to the worst seed as a band. Arrays are nu
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import html
+import re
+from collections.abc import Callable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import animation
 
 from .diagnostics import spread
 
@@ -68,6 +71,52 @@ def band_panels(
     axes[legend_panel].legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig, axes
+
+
+def rope_pairs_animation(rotated: Callable[[int], tuple], rates: Sequence[float], gap: int, frames: int = 24) -> str:
+    """An HTML animation (PNG frames and JavaScript, so it plays on a static site) of two RoPE pairs.
+
+    ``rotated(m)`` returns ``(q, k, score)``: the rotated query at ``m + gap`` and key at ``m``, both of shape
+    ``(4,)`` (pair 0 = dims 0, 1; pair 1 = dims 2, 3), and their score. Frame ``m`` draws both pairs as arrows
+    on unit circles and prints the score; ``rates`` ``(2,)`` are the pairs' angles per position, for the titles.
+    The player's random id is replaced by a fixed one and the description goes into the ``<img>`` tag as alt text.
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(4.6, 2.5), dpi=100)
+    arrows = []
+    for pair, (ax, speed) in enumerate(zip(axes, ("fast", "slow"), strict=True)):
+        ax.add_patch(plt.Circle((0, 0), 1, fill=False, color="0.8", antialiased=False))  # flat: small PNGs
+        style = dict(markevery=[1], antialiased=False)
+        (q_line,) = ax.plot([], [], "-o", color="tab:blue", label="query at m", **style)
+        (k_line,) = ax.plot([], [], "-o", color="tab:orange", label=f"key at m - {gap}", **style)
+        arrows.append((pair, q_line, k_line))
+        ax.set_xlim(-1.15, 1.15)
+        ax.set_ylim(-1.15, 1.15)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        ax.set_title(f"pair {pair}, {speed}: {float(rates[pair]):.1f} rad/position", fontsize=8)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=7, loc="lower center", ncol=2, frameon=False)
+    title = fig.suptitle("", fontsize=9)
+
+    def draw(m):
+        q, k, score = rotated(m)
+        for pair, q_line, k_line in arrows:
+            q_line.set_data([0, float(q[2 * pair])], [0, float(q[2 * pair + 1])])
+            k_line.set_data([0, float(k[2 * pair])], [0, float(k[2 * pair + 1])])
+        title.set_text(f"query at m = {m + gap}, key at {m}: score {score:+.3f}")
+        return [line for _, q_line, k_line in arrows for line in (q_line, k_line)]
+
+    movie = animation.FuncAnimation(fig, draw, frames=frames, interval=350)
+    page = movie.to_jshtml(default_mode="loop")
+    plt.close(fig)
+    page = page.replace(re.search(r"_anim_img([0-9a-f]{32})", page).group(1), "ch5_rope_pairs")
+    alt = html.escape(
+        f"Animation: a query arrow (blue) and a key arrow {gap} positions earlier (orange) on two unit circles, "
+        f"a fast pair turning {float(rates[0]):g} rad per position and a slow pair turning {float(rates[1]):g} rad; "
+        "both arrows spin as the positions advance, but the angle between them and the printed score stay the same."
+    )
+    img = '<img id="_anim_imgch5_rope_pairs"'
+    return page.replace(img, f'<img alt="{alt}" aria-label="{alt}"' + img[4:])
 
 
 def rope_decay(score: np.ndarray, band: np.ndarray, head_dim: int):
@@ -132,14 +181,25 @@ def frequency_ratios(ratios: Mapping[str, np.ndarray], turns: np.ndarray, title:
     for beta in (32, 1):
         index = int((turns > beta).sum())
         ax.axvline(index - 0.5, color="0.7", ls=":", lw=1)
-        ax.text(index, 0.5, f"{beta} turn{'s' if beta > 1 else ''}\nover L", fontsize=7, color="0.4")
-    ax.set_yscale("log")
+        label = f"{beta} turn{'s' if beta > 1 else ''}\nover L"
+        ax.text(index, 0.5, label, fontsize=7, color="0.4", transform=ax.get_xaxis_transform())
+    _ratio_axis(ax, ratios.values())
     ax.set_xlabel("pair i (fast to slow)")
     ax.set_ylabel("new frequency / old")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
+
+
+def _ratio_axis(ax, ratios) -> None:
+    """A log y axis with ticks at 1, 1/2, 1/4, ... down to the smallest ratio drawn (the divisor s)."""
+    floor = min(float(np.min(r)) for r in ratios)
+    ticks = [2.0**-k for k in range(int(np.ceil(-np.log2(floor) - 1e-9)) + 1)]
+    ax.set_yscale("log")
+    ax.set_yticks(ticks, ["1"] + [f"1/{2**k}" for k in range(1, len(ticks))])
+    ax.minorticks_off()
+    ax.set_ylim(ticks[-1] / 1.15, 1.15)
 
 
 def config_ratios(curves: Mapping[str, tuple[np.ndarray, np.ndarray]]):
@@ -151,7 +211,7 @@ def config_ratios(curves: Mapping[str, tuple[np.ndarray, np.ndarray]]):
         axes[1].plot(turns, ratio, label=name)
     axes[0].set_xlabel("pair i / (d/2)  (fast to slow)")
     axes[0].set_ylabel("new frequency / old")
-    axes[0].set_yscale("log")
+    _ratio_axis(axes[0], [ratio for ratio, _ in curves.values()])
     axes[1].set_xscale("log")
     axes[1].invert_xaxis()
     axes[1].axvline(1, color="0.7", ls=":", lw=1)

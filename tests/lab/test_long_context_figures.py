@@ -51,3 +51,24 @@ def test_alibi_draws_every_head_and_masks_future_keys():
     lines, image = fig.axes[0].lines, fig.axes[1].images[0].get_array()
     assert len(lines) == 2 and lines[0].get_ydata().tolist() == pytest.approx([-1.5, -1.0, -0.5, 0.0])
     assert image.mask[0, 1] and not image.mask[1, 0]
+
+
+def test_frequency_ratios_label_the_divisors_and_keep_the_legend_off_the_lines():
+    ratios = {"kept": np.ones(4), "divided": np.full(4, 1 / 8)}
+    ax = lf.frequency_ratios(ratios, np.array([40.0, 4.0, 0.5, 0.1]), "t").axes[0]
+    assert ax.get_yticks().tolist() == [1.0, 0.5, 0.25, 0.125]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "1/2", "1/4", "1/8"]
+    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # beside the axes
+
+
+def test_the_rope_animation_draws_what_it_is_given_and_describes_itself():
+    calls = []
+
+    def rotated(m):
+        calls.append(m)
+        return np.array([1.0, 0.0, 0.0, 1.0]), np.array([0.0, 1.0, 1.0, 0.0]), 0.25
+
+    page = lf.rope_pairs_animation(rotated, rates=[1.0, 0.1], gap=3, frames=3)
+    assert set(calls) == {0, 1, 2}
+    assert 'id="_anim_imgch5_rope_pairs"' in page and 'alt="Animation: a query arrow' in page
+    assert "score +0.250" not in page  # drawn into the frames, not written as text
