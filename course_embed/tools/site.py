@@ -231,13 +231,17 @@ def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: di
 
 # At a phone's width nothing sticks out of the text column: wide inline math scrolls sideways (the theme cuts it
 # off; display math already scrolls), long inline code, a reference's long words (file and function names), the
-# library reference's signatures, the general index's long names and the next/previous chapter titles wrap. On a
-# desktop, code and its output are set a little smaller, so that a chapter's 88-character lines fit the text column
-# (about 690 px at 1280 px) without scrolling; and the header band goes, which held only a second search box beside
-# the sidebar's (on a phone, where the sidebar folds away, the header and its search stay).
+# library reference's signatures, the general index's long names and the next/previous chapter titles wrap. In a
+# table on screen, inline code wraps only between its words: a file name or an option stays whole (a word that may
+# break anywhere lets the table squeeze its column until every name is cut into pieces; a table too wide for a phone
+# scrolls instead; the PDF has its own rule, pdf_book.BOOK_CSS). On a desktop, code and its output are set a little
+# smaller, so that a chapter's 88-character lines fit the text column (about 690 px at 1280 px) without scrolling;
+# and the header band goes, which held only a second search box beside the sidebar's (on a phone, where the sidebar
+# folds away, the header and its search stay).
 SITE_CSS = (
     "span.math { overflow-x: auto; overflow-y: hidden; } span.math > mjx-container { flex-shrink: 0; } "
     "code.docutils.literal, code.docutils.literal span.pre { white-space: pre-wrap; overflow-wrap: anywhere; } "
+    "@media screen { td code.docutils.literal span.pre, th code.docutils.literal span.pre { white-space: nowrap; } } "
     "div.citation { overflow-wrap: anywhere; } "
     "dt.sig, dt.sig span.pre { white-space: pre-wrap; overflow-wrap: anywhere; } "
     "table.indextable, table.indextable a { overflow-wrap: anywhere; } "
