@@ -187,6 +187,10 @@ MATHJAX2_HUB_ADAPTER = """(function () {
 })();"""
 
 
+# Scripts that a page loads only where it uses them (``_fix_page_scripts``).
+TABS_JS, THEBE_JS = "_static/design-tabs.js", "_static/sphinx-thebe.js"
+
+
 def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     """html-page-context, after MathJax and myst-nb have added their scripts to the page.
 
@@ -197,17 +201,27 @@ def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: di
     - a page that shows no widget (a notebook can store widget state for outputs the page removes) loads neither
       the widget state nor the embedder (3.6 MB) nor require.js;
     - on pages with widgets, require.js learns where the embedder's own files are (it would look for its fonts
-      beside the page), and MathJax gets the ``Hub.Queue`` adapter above.
+      beside the page), and MathJax gets the ``Hub.Queue`` adapter above;
+    - sphinx-design's tab script goes from a page without tab sets, and sphinx-thebe's script and settings from
+      every page unless the launch buttons turn thebe on (nothing else calls them).
     """
     scripts = context.get("script_files")
     if not scripts:
         return
-    shows_widgets = WIDGET_VIEW in context.get("body", "")
+    body = context.get("body", "")
+    shows_widgets = WIDGET_VIEW in body
+    unused = set() if "sd-tab-set" in body else {TABS_JS}
+    if not (app.config.html_theme_options.get("launch_buttons") or {}).get("thebe"):
+        unused.add(THEBE_JS)
     fixed, seen = [], set()
     for script in scripts:
         if not shows_widgets and (
             posixpath.normpath(os.fspath(script.filename or "")) in WIDGET_JS
             or script.attributes.get("type") == WIDGET_STATE
+        ):
+            continue
+        if os.fspath(script.filename or "") in unused or (
+            THEBE_JS in unused and "THEBE_JS_URL" in str(script.attributes.get("body", ""))
         ):
             continue
         name = os.fspath(script.filename or "")
