@@ -263,7 +263,8 @@ SITE_CSS = (
     "@media (min-width: 960px) { div.highlight pre, div.cell_output pre { font-size: 0.75rem; } "
     ".bd-header { display: none; } :root { --pst-header-height: 0px; } } "
     ".edition-switch { text-align: right; font-size: 0.9em; } .translation-status { font-size: 0.85em; } "
-    "@media print { .edition-switch, .translation-status { display: none; } }"
+    "@media print { .edition-switch, .translation-status { display: none; } } "
+    ".math-tail { display: inline-flex; align-items: baseline; max-width: 100%; white-space: nowrap; }"
 )
 
 # On pages with widgets: each slider handle is named by its widget's description (axe: aria-input-field-name), and
@@ -280,6 +281,13 @@ WIDGET_LABELS = """new MutationObserver(function () {
 }).observe(document.documentElement, {childList: true, subtree: true});"""
 
 
+# Inline mathematics followed at once by punctuation (English or Chinese), not already kept together.
+MATH_TAIL = re.compile(
+    r'(?<!<span class="math-tail">)(<span class="math notranslate nohighlight">[^<]*</span>[.,;:!?)\]\u3001\u3002\uff0c'
+    r"\uff1a\uff1b\uff09\uff01\uff1f]+)"
+)
+
+
 def accessible_page(text: str) -> str:
     """The theme's markup of a built page, fixed where axe-core finds serious problems, plus ``SITE_CSS``.
 
@@ -290,8 +298,12 @@ def accessible_page(text: str) -> str:
     - a collapsed cell's toggle (myst-nb's ``hide-input``/``hide-output``) is named by its visible text ("Show code
       cell output"), not "Toggle hidden content" (label-content-name-mismatch);
     - the theme's Font Awesome script goes: 1.5 MB on every page, there for custom icons, which the site has none
-      of; the theme's stylesheet draws its own icons with the Font Awesome web fonts.
+      of; the theme's stylesheet draws its own icons with the Font Awesome web fonts;
+    - inline mathematics and the punctuation right after it are kept on one line (``MATH_TAIL``): the browser may
+      break a line after the math's box, which left a lone ". (This" at the start of a line; a formula wider than
+      the column still scrolls in its own box, with the punctuation beside it.
     """
+    text = MATH_TAIL.sub(r'<span class="math-tail">\1</span>', text)
     text = re.sub(r'(<button class="[^"]*\bsearch-button__button\b[^"]*"[^>]*?) aria-label="[^"]*"', r"\1", text)
     text = text.replace('<summary aria-label="Toggle hidden content">', "<summary>")
     text = re.sub(r'(<i class="theme-switch [^"]*"[^>]*?)\s+title="[^"]*"', r"\1", text)

@@ -526,3 +526,15 @@ def test_a_page_loads_the_tab_and_thebe_scripts_only_where_they_are_used(tmp_pat
     for page in (tabs, plain):
         assert "sphinx-thebe.js" not in page and "THEBE_JS_URL" not in page
         assert "pydata-sphinx-theme.js" in page  # the theme's own scripts stay
+
+
+def test_inline_math_keeps_the_punctuation_after_it_on_its_line():
+    math = '<span class="math notranslate nohighlight">\\(q_i \\cdot k_j\\)</span>'
+    page = f"<p>is {math}. (This {math} and {math}，中文 {math} end</p>"
+    fixed = site.accessible_page(page)
+    kept = f'<span class="math-tail">{math}.</span> (This {math} and <span class="math-tail">{math}，</span>中文'
+    assert kept in fixed and f"{math} end" in fixed
+    assert ".math-tail { display: inline-flex; align-items: baseline; max-width: 100%; white-space: nowrap; }" in (
+        site.SITE_CSS
+    )
+    assert site.accessible_page(fixed) == fixed
