@@ -187,6 +187,10 @@ MATHJAX2_HUB_ADAPTER = """(function () {
 })();"""
 
 
+# Scripts that a page loads only where it uses them (``_fix_page_scripts``).
+TABS_JS, THEBE_JS = "_static/design-tabs.js", "_static/sphinx-thebe.js"
+
+
 def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     """html-page-context, after MathJax and myst-nb have added their scripts to the page.
 
@@ -197,17 +201,27 @@ def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: di
     - a page that shows no widget (a notebook can store widget state for outputs the page removes) loads neither
       the widget state nor the embedder (3.6 MB) nor require.js;
     - on pages with widgets, require.js learns where the embedder's own files are (it would look for its fonts
-      beside the page), and MathJax gets the ``Hub.Queue`` adapter above.
+      beside the page), and MathJax gets the ``Hub.Queue`` adapter above;
+    - sphinx-design's tab script goes from a page without tab sets, and sphinx-thebe's script and settings from
+      every page unless the launch buttons turn thebe on (nothing else calls them).
     """
     scripts = context.get("script_files")
     if not scripts:
         return
-    shows_widgets = WIDGET_VIEW in context.get("body", "")
+    body = context.get("body", "")
+    shows_widgets = WIDGET_VIEW in body
+    unused = set() if "sd-tab-set" in body else {TABS_JS}
+    if not (app.config.html_theme_options.get("launch_buttons") or {}).get("thebe"):
+        unused.add(THEBE_JS)
     fixed, seen = [], set()
     for script in scripts:
         if not shows_widgets and (
             posixpath.normpath(os.fspath(script.filename or "")) in WIDGET_JS
             or script.attributes.get("type") == WIDGET_STATE
+        ):
+            continue
+        if os.fspath(script.filename or "") in unused or (
+            THEBE_JS in unused and "THEBE_JS_URL" in str(script.attributes.get("body", ""))
         ):
             continue
         name = os.fspath(script.filename or "")
@@ -231,13 +245,17 @@ def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: di
 
 # At a phone's width nothing sticks out of the text column: wide inline math scrolls sideways (the theme cuts it
 # off; display math already scrolls), long inline code, a reference's long words (file and function names), the
-# library reference's signatures, the general index's long names and the next/previous chapter titles wrap. On a
-# desktop, code and its output are set a little smaller, so that a chapter's 88-character lines fit the text column
-# (about 690 px at 1280 px) without scrolling; and the header band goes, which held only a second search box beside
-# the sidebar's (on a phone, where the sidebar folds away, the header and its search stay).
+# library reference's signatures, the general index's long names and the next/previous chapter titles wrap. In a
+# table on screen, inline code wraps only between its words: a file name or an option stays whole (a word that may
+# break anywhere lets the table squeeze its column until every name is cut into pieces; a table too wide for a phone
+# scrolls instead; the PDF has its own rule, pdf_book.BOOK_CSS). On a desktop, code and its output are set a little
+# smaller, so that a chapter's 88-character lines fit the text column (about 690 px at 1280 px) without scrolling;
+# and the header band goes, which held only a second search box beside the sidebar's (on a phone, where the sidebar
+# folds away, the header and its search stay).
 SITE_CSS = (
     "span.math { overflow-x: auto; overflow-y: hidden; } span.math > mjx-container { flex-shrink: 0; } "
     "code.docutils.literal, code.docutils.literal span.pre { white-space: pre-wrap; overflow-wrap: anywhere; } "
+    "@media screen { td code.docutils.literal span.pre, th code.docutils.literal span.pre { white-space: nowrap; } } "
     "div.citation { overflow-wrap: anywhere; } "
     "dt.sig, dt.sig span.pre { white-space: pre-wrap; overflow-wrap: anywhere; } "
     "table.indextable, table.indextable a { overflow-wrap: anywhere; } "
@@ -245,7 +263,8 @@ SITE_CSS = (
     "@media (min-width: 960px) { div.highlight pre, div.cell_output pre { font-size: 0.75rem; } "
     ".bd-header { display: none; } :root { --pst-header-height: 0px; } } "
     ".edition-switch { text-align: right; font-size: 0.9em; } .translation-status { font-size: 0.85em; } "
-    "@media print { .edition-switch, .translation-status { display: none; } }"
+    "@media print { .edition-switch, .translation-status { display: none; } } "
+    ".math-tail { display: inline-flex; align-items: baseline; max-width: 100%; white-space: nowrap; }"
 )
 
 # On pages with widgets: each slider handle is named by its widget's description (axe: aria-input-field-name), and
@@ -262,6 +281,13 @@ WIDGET_LABELS = """new MutationObserver(function () {
 }).observe(document.documentElement, {childList: true, subtree: true});"""
 
 
+# Inline mathematics followed at once by punctuation (English or Chinese), not already kept together.
+MATH_TAIL = re.compile(
+    r'(?<!<span class="math-tail">)(<span class="math notranslate nohighlight">[^<]*</span>[.,;:!?)\]\u3001\u3002\uff0c'
+    r"\uff1a\uff1b\uff09\uff01\uff1f]+)"
+)
+
+
 def accessible_page(text: str) -> str:
     """The theme's markup of a built page, fixed where axe-core finds serious problems, plus ``SITE_CSS``.
 
@@ -272,8 +298,12 @@ def accessible_page(text: str) -> str:
     - a collapsed cell's toggle (myst-nb's ``hide-input``/``hide-output``) is named by its visible text ("Show code
       cell output"), not "Toggle hidden content" (label-content-name-mismatch);
     - the theme's Font Awesome script goes: 1.5 MB on every page, there for custom icons, which the site has none
-      of; the theme's stylesheet draws its own icons with the Font Awesome web fonts.
+      of; the theme's stylesheet draws its own icons with the Font Awesome web fonts;
+    - inline mathematics and the punctuation right after it are kept on one line (``MATH_TAIL``): the browser may
+      break a line after the math's box, which left a lone ". (This" at the start of a line; a formula wider than
+      the column still scrolls in its own box, with the punctuation beside it.
     """
+    text = MATH_TAIL.sub(r'<span class="math-tail">\1</span>', text)
     text = re.sub(r'(<button class="[^"]*\bsearch-button__button\b[^"]*"[^>]*?) aria-label="[^"]*"', r"\1", text)
     text = text.replace('<summary aria-label="Toggle hidden content">', "<summary>")
     text = re.sub(r'(<i class="theme-switch [^"]*"[^>]*?)\s+title="[^"]*"', r"\1", text)

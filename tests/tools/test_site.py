@@ -173,14 +173,18 @@ OVERFLOW = """() => {
 
 
 # At a desktop's width: the code cells and outputs whose longest line fits the chapters' limit (88 characters) but
-# whose block scrolls sideways anyway; and how many search boxes show.
+# whose block scrolls sideways anyway; how many search boxes show; and the words of inline code in a table (a file
+# name, an option) drawn on more than one line.
 CODE_WIDTH = 88
 DESKTOP = """(limit) => {
   const blocks = [...document.querySelectorAll('article div.highlight pre, article div.cell_output pre')];
   const longest = pre => Math.max(...pre.textContent.split('\\n').map(line => line.length));
   const fitting = blocks.filter(pre => longest(pre) <= limit);
   const shown = el => el.getBoundingClientRect().width > 0 && getComputedStyle(el).visibility !== 'hidden';
-  return {blocks: blocks.length, fitting: fitting.length,
+  const lines = el => new Set([...el.getClientRects()].map(r => Math.round(r.top))).size;
+  const words = [...document.querySelectorAll('article table td code span.pre, article table th code span.pre')];
+  return {blocks: blocks.length, fitting: fitting.length, table_code_words: words.length,
+          broken_table_code: words.filter(w => lines(w) > 1).slice(0, 5).map(w => w.textContent),
           search_boxes: [...document.querySelectorAll('.search-button__button')].filter(shown).length,
           scrolling: fitting.filter(pre => pre.scrollWidth > pre.clientWidth + 1).slice(0, 5)
                             .map(pre => `${longest(pre)} characters: ${pre.scrollWidth}/${pre.clientWidth} px`)};
@@ -477,6 +481,11 @@ def test_code_fits_the_text_column_at_a_desktop_width(reports):
 
 def test_one_search_box_at_a_desktop_width(reports):
     assert not _problems(reports, lambda r: r.desktop["search_boxes"] != 1 and f"{r.desktop['search_boxes']} boxes")
+
+
+def test_a_tables_file_names_and_options_stay_whole_at_a_desktop_width(reports):
+    assert not _problems(reports, lambda r: r.desktop["broken_table_code"])
+    assert reports["book/exercises.html"].desktop["table_code_words"] >= 6  # the check saw the exercises' files
 
 
 def test_a_page_loads_the_widget_embedder_only_when_it_shows_a_widget(reports):

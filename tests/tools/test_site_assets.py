@@ -496,3 +496,45 @@ def test_the_search_scripts_leave_every_page_but_the_search_page():
     assert site.without_search_scripts(head) == (
         '<meta charset="utf-8" />\n    <script src="../_static/doctools.js?v=9a2dae69"></script>\n'
     )
+
+
+def test_a_page_loads_the_tab_and_thebe_scripts_only_where_they_are_used(tmp_path):
+    """A two-page book with the extensions Jupyter Book adds: sphinx-design's tab script only on the page with a tab
+    set, sphinx-thebe's script and settings on no page while the launch buttons leave thebe off."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        'extensions = ["myst_nb", "sphinx_design", "sphinx_thebe", "course_embed.tools.site"]\n'
+        'nb_execution_mode = "off"\nhtml_theme = "sphinx_book_theme"\nexclude_patterns = ["_build"]\n'
+        'html_theme_options = {"launch_buttons": {"thebe": False}}\n'
+    )
+    (src / "index.md").write_text(
+        "# Tabs\n\n```{tab-set}\n```{tab-item} A\none\n```\n```{tab-item} B\ntwo\n```\n```\n\n"
+        "```{toctree}\nplain\n```\n"
+    )
+    (src / "plain.md").write_text("# Plain\n\nNo tabs here.\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    tabs, plain = ((tmp_path / "out" / f"{name}.html").read_text() for name in ("index", "plain"))
+    assert "sd-tab-set" in tabs and "design-tabs.js" in tabs
+    assert "design-tabs.js" not in plain
+    for page in (tabs, plain):
+        assert "sphinx-thebe.js" not in page and "THEBE_JS_URL" not in page
+        assert "pydata-sphinx-theme.js" in page  # the theme's own scripts stay
+
+
+def test_inline_math_keeps_the_punctuation_after_it_on_its_line():
+    math = '<span class="math notranslate nohighlight">\\(q_i \\cdot k_j\\)</span>'
+    page = f"<p>is {math}. (This {math} and {math}，中文 {math} end</p>"
+    fixed = site.accessible_page(page)
+    kept = f'<span class="math-tail">{math}.</span> (This {math} and <span class="math-tail">{math}，</span>中文'
+    assert kept in fixed and f"{math} end" in fixed
+    assert ".math-tail { display: inline-flex; align-items: baseline; max-width: 100%; white-space: nowrap; }" in (
+        site.SITE_CSS
+    )
+    assert site.accessible_page(fixed) == fixed
