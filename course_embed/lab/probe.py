@@ -20,6 +20,8 @@ Shapes: ``n`` vectors, ``d`` width, ``k`` classes, ``m`` held-out rows.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -64,6 +66,7 @@ def lda_predict(
     cov += ridge * cov.diagonal().mean() * torch.eye(x.shape[1], dtype=x.dtype)
     weights = torch.linalg.solve(cov, means.T)  # (d, k)
     bias = -0.5 * (means * weights.T).sum(dim=1)  # (k,)
+    bias[torch.bincount(yt, minlength=n_classes) == 0] = -math.inf  # a class absent from the fit is never predicted
     return (x[n_train:] @ weights + bias).argmax(dim=1), y[n_train:]
 
 

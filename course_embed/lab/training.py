@@ -3,7 +3,7 @@
 A member is a one-layer, single-head model: fused input ``x`` -> ``x + attention(x)`` -> ``x + MLP(x)`` ->
 linear read-out. Its input layer adds or concatenates a token table and a learned position table (or has no
 positions), optionally multiplied by a constant ``input_scale`` and followed by a LayerNorm without affine
-parameters; its attention is causal or not.
+parameters or by an RMS normalisation (divide by the root mean square, no centring); its attention is causal or not.
 
 To train several seeds and variants in seconds on a loaded CPU, all members live in one :class:`TinyEnsemble`
 whose parameters carry a leading member axis ``E``: one forward and one Adam step train every member at once.
@@ -35,9 +35,9 @@ FUSIONS = ("add", "concat", "none")
 class Spec:
     """One member: ``fusion`` ``"add"`` (token and position both ``d_model`` wide), ``"concat"`` (token
     ``d_model - d_position``, position ``d_position``; default half) or ``"none"`` (no positions); a LayerNorm
-    after fusing; causal attention; the ``seed`` of its initialisation and of its data; and ``input_scale``, a
-    constant that multiplies the fused vector (before the LayerNorm, if any): the control for the scale a LayerNorm
-    changes."""
+    after fusing, or ``rms_norm``: dividing by the vector's root mean square instead (no centring); causal
+    attention; the ``seed`` of its initialisation and of its data; and ``input_scale``, a constant that multiplies
+    the fused vector (before the normalisation, if any): the control for the scale a LayerNorm changes."""
 
     fusion: str
     d_model: int
@@ -46,8 +46,11 @@ class Spec:
     seed: int = 0
     d_position: int | None = None
     input_scale: float = 1.0
+    rms_norm: bool = False
 
     def __post_init__(self):
+        if self.layer_norm and self.rms_norm:
+            raise ValueError("a member has a LayerNorm or an RMS normalisation, not both")
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}")
         if self.d_model < 2:
@@ -112,6 +115,7 @@ class TinyEnsemble(nn.Module):
         self.register_buffer("active", masks[2])
         self.register_buffer("hidden_mask", hidden)
         self.register_buffer("layer_norm", torch.tensor([s.layer_norm for s in specs]))
+        self.register_buffer("rms_norm", torch.tensor([s.rms_norm for s in specs]))
         self.register_buffer("causal", torch.tensor([s.causal for s in specs]))
         self.register_buffer("input_scale", torch.tensor([s.input_scale for s in specs], dtype=torch.float64))
         self.register_buffer("token_scale", torch.tensor([math.sqrt(s.widths[0]) for s in specs]))
@@ -159,7 +163,7 @@ class TinyEnsemble(nn.Module):
         return {k: v.detach().clone() for k, v in out.items()}
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
-        """The fused input ``(E, b, s, D)`` (LayerNorm applied for the members that have one)."""
+        """The fused input ``(E, b, s, D)`` (LayerNorm or RMS normalisation applied for the members that have one)."""
         members = torch.arange(len(self.specs), device=ids.device)[:, None, None]
         x = self.token[members, ids] * (self.token_scale[:, None] * self.token_mask)[:, None, None]
         x = x + self.position[:, None, : ids.shape[-1]] * self.position_mask[:, None, None]
@@ -168,6 +172,8 @@ class TinyEnsemble(nn.Module):
         mean = (x * active).sum(-1, keepdim=True) / n
         var = ((x - mean) ** 2 * active).sum(-1, keepdim=True) / n
         normed = (x - mean) / torch.sqrt(var + 1e-5) * active
+        rms = x / torch.sqrt((x**2 * active).sum(-1, keepdim=True) / n + 1e-5) * active
+        x = torch.where(self.rms_norm[:, None, None, None], rms, x)
         return torch.where(self.layer_norm[:, None, None, None], normed, x)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -233,8 +239,12 @@ def position_task(vocab_size: int, seq_len: int, start_token: bool = True) -> Ta
     return task
 
 
-def _batches(specs, task, batch, step, generators):
-    pairs = [task(batch, step, generators[s.seed]) for s in specs]
+def _batches(specs, task, batch, step, generators, shared=False):
+    if shared:  # one batch per seed, the same for every member with that seed
+        drawn = {seed: task(batch, step, generators[seed]) for seed in dict.fromkeys(s.seed for s in specs)}
+        pairs = [drawn[s.seed] for s in specs]
+    else:
+        pairs = [task(batch, step, generators[s.seed]) for s in specs]
     return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])  # (E, b, s) each
 
 
@@ -246,11 +256,14 @@ def train(
     lr: float = 3e-3,
     eval_every: int = 25,
     eval_batch: int = 64,
+    shared_batches: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Train every member with Adam on ``task`` (a fresh batch each step), one thread, deterministic.
 
     Members with the same seed share one data stream, ``Generator().manual_seed(1000 + spec.seed)``, and draw their
-    batches from it in turn (member order within a step), so two such members see different batches. The loss is
+    batches from it in turn (member order within a step), so two such members see different batches; with
+    ``shared_batches`` they see the same batches (one draw per seed and step) and the same held-out batch, so that a
+    comparison between them is not blurred by different data (common random numbers). The loss is
     the sum of the members' mean cross-entropies, so each member's gradient is its own. Every ``eval_every`` steps,
     accuracy (all positions) on a fixed held-out batch per seed is recorded.
 
@@ -260,14 +273,14 @@ def train(
         raise ValueError(f"steps, batch and eval_every must be >= 1, got {steps}, {batch}, {eval_every}")
     seeds = sorted({s.seed for s in model.specs})
     held_out = _batches(
-        model.specs, task, eval_batch, -1, {s: torch.Generator().manual_seed(10_000 + s) for s in seeds}
+        model.specs, task, eval_batch, -1, {s: torch.Generator().manual_seed(10_000 + s) for s in seeds}, shared_batches
     )
     generators = {s: torch.Generator().manual_seed(1000 + s) for s in seeds}
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     history, accuracy = [], []
     with single_thread():
         for step in range(1, steps + 1):
-            ids, targets = _batches(model.specs, task, batch, step, generators)
+            ids, targets = _batches(model.specs, task, batch, step, generators, shared_batches)
             logits = model(ids)  # (E, b, s, n)
             loss = (
                 F.cross_entropy(logits.flatten(1, 2).transpose(1, 2), targets.flatten(1), reduction="none")

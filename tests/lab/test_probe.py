@@ -38,6 +38,14 @@ def test_lda_predict_returns_the_held_out_rows(gen):
     assert torch.equal(true, y[60:]) and torch.equal(predicted, y[60:])
 
 
+def test_lda_predict_never_names_a_class_absent_from_the_fit(gen):
+    x = torch.randn(40, 3, generator=gen)
+    y = torch.cat((torch.randint(0, 2, (30,), generator=gen), torch.full((10,), 2)))  # class 2 only held out
+    x[30:] = 0.0  # at the origin, where the zero mean of an empty class would score highest
+    predicted, true = probe.lda_predict(x, y, 3)
+    assert (predicted != 2).all() and (true == 2).all()
+
+
 def test_lda_probe_separable_and_unrelated_labels(gen):
     y = torch.randint(0, 10, (2000,), generator=gen)
     x = F.one_hot(y, 10).double() + 0.01 * torch.randn(2000, 10, generator=gen, dtype=torch.float64)

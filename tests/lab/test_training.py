@@ -37,6 +37,8 @@ def reference(params, spec, ids):
         x = norm(embed(ids) * spec.input_scale)
     else:
         x = embed(ids) * spec.input_scale  # (b, s, d)
+    if spec.rms_norm:  # divide by the root mean square, no centring
+        x = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
     scores = (x @ params["wq"]) @ (x @ params["wk"]).transpose(-2, -1) / math.sqrt(d)
     if spec.causal:
         scores = scores.masked_fill(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool).triu(1), -math.inf)
@@ -53,6 +55,8 @@ SPECS = [
     tr.Spec("add", 4, layer_norm=True, causal=True, seed=4),
     tr.Spec("add", 6, seed=5, input_scale=0.5**0.5),
     tr.Spec("concat", 8, layer_norm=True, seed=6, input_scale=3.0),
+    tr.Spec("add", 6, rms_norm=True, seed=7),
+    tr.Spec("concat", 10, rms_norm=True, seed=8, input_scale=2.0),
 ]
 
 
@@ -162,6 +166,18 @@ def test_training_learns_is_deterministic_and_restores_threads():
     assert causal > bidirectional + 0.1 and bidirectional <= 0.55
 
 
+def test_shared_batches_give_members_of_one_seed_the_same_data():
+    specs = [tr.Spec("add", 8, seed=0), tr.Spec("concat", 8, seed=0), tr.Spec("add", 8, seed=1)]
+    task = tr.reverse_task(6, 4)
+    gens = {s: torch.Generator().manual_seed(1000 + s) for s in (0, 1)}
+    ids, _ = tr._batches(specs, task, 5, 1, gens, shared=True)
+    assert torch.equal(ids[0], ids[1]) and not torch.equal(ids[0], ids[2])
+    alone = tr.train(tr.TinyEnsemble(specs[:1], 6, 4, 6), task, 20, eval_every=10, shared_batches=True)
+    together = tr.train(tr.TinyEnsemble(specs, 6, 4, 6), task, 20, eval_every=10, shared_batches=True)
+    # with shared batches a member trains exactly as it would alone
+    torch.testing.assert_close(alone["accuracy"][:, 0], together["accuracy"][:, 0])
+
+
 def test_evaluate_counts_every_position():
     model = tr.TinyEnsemble([tr.Spec("add", 4)], 3, 2, 3)
     ids = torch.zeros(1, 5, 2, dtype=torch.long)
@@ -176,6 +192,7 @@ def test_evaluate_counts_every_position():
         (lambda: tr.Spec("sum", 8), "fusion must be one of"),
         (lambda: tr.Spec("concat", 8, d_position=8), r"d_position must be in \(0, d_model=8\)"),
         (lambda: tr.Spec("add", 8, input_scale=0.0), "input_scale must be > 0"),
+        (lambda: tr.Spec("add", 8, layer_norm=True, rms_norm=True), "not both"),
         (lambda: tr.TinyEnsemble([], V, L, N_OUT), "at least one Spec"),
         (lambda: tr.TinyEnsemble(SPECS[:2], V, L, N_OUT)(torch.zeros(3, 1, 2, dtype=torch.long)), "members=2"),
         (lambda: tr.train(tr.TinyEnsemble(SPECS[:1], V, L, N_OUT), tr.reverse_task(V, L), 0), "steps"),
