@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
+from matplotlib.ticker import NullFormatter
 
 from ..runtime import single_thread
 from . import bench, corpus
@@ -168,6 +169,10 @@ def speedup_plot(tables, *, baseline_label: str | None = None):
                 label="copy of the layer's bytes" if i == 0 else None,
             )
     ax.set_yscale("log")
+    low, high = ax.get_ylim()  # plain tick labels (0.6, 1, 2, ...) instead of powers of ten
+    ticks = [t for t in (0.3, 0.4, 0.6, 0.8, 1, 1.5, 2, 3, 4, 6, 8, 12, 16) if low <= t <= high]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.axhline(1, color="grey", lw=0.8)
     ax.set_ylabel(f"speed-up over {baseline_label or baseline} (log)")
     ax.set_xticks(range(len(tables)), [t.title for t in tables], fontsize=8)

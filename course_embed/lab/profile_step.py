@@ -64,18 +64,36 @@ class TinyGPT(nn.Module):
             return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def _backward_phase(name: str) -> str | None:
-    """The phase of an autograd node's profiler event, from the node's name (``None``: not a node)."""
-    prefix = "autograd::engine::evaluate_function: "
-    if not name.startswith(prefix):
+_NODE = "autograd::engine::evaluate_function: "
+
+
+def _forward_phases(events) -> dict[int, str]:
+    """The forward phase (a ``record_function`` range of :class:`TinyGPT`) of each autograd sequence number.
+
+    Every operator that creates an autograd node records the node's sequence number; the node's backward event
+    carries the same number. Operators run without a graph (inside a custom Function's forward, say) may record
+    the number the next node will get, so the latest operator with a number wins: the one that created the node.
+    """
+    phases, started = {}, {}
+    for event in events:
+        if event.sequence_nr < 0 or event.name.startswith("autograd::"):
+            continue
+        parent = event.cpu_parent
+        while parent is not None and parent.name not in PHASES:
+            parent = parent.cpu_parent
+        if parent is not None and event.time_range.start >= started.get(event.sequence_nr, -1):
+            phases[event.sequence_nr], started[event.sequence_nr] = parent.name, event.time_range.start
+    return phases
+
+
+def _backward_phase(event, forward: dict[int, str]) -> str | None:
+    """The backward phase of a profiler event of an autograd node: the phase whose forward created the node, found
+    by sequence number (:func:`_forward_phases`); ``None`` for an event that is not a node. Nodes without a forward
+    operator (``AccumulateGrad``, which stores a parameter's gradient) count under ``blocks bwd``."""
+    if not event.name.startswith(_NODE):
         return None
-    node = name[len(prefix) :]
-    if node.startswith(("_LookupAddBackward", "EmbeddingBackward")):
-        return "input layer bwd"
-    # the head is the model's only linear layer without a bias (mm, not addmm); then the loss and the final norm
-    if node.startswith(("MmBackward", "NllLossBackward", "LogSoftmaxBackward", "UnsafeViewBackward")):
-        return "head + loss bwd"
-    return "blocks bwd"
+    phase = forward.get(event.sequence_nr, "blocks fwd")
+    return phase.replace(" fwd", " bwd")
 
 
 def profile_step(model: TinyGPT, ids: torch.Tensor, targets: torch.Tensor, *, warmup: int = 1) -> dict[str, float]:
@@ -83,8 +101,9 @@ def profile_step(model: TinyGPT, ids: torch.Tensor, targets: torch.Tensor, *, wa
 
     The optimizer is Adam with ``foreach=True`` (one multi-tensor pass per moment), split in two: one for the token
     table (the largest parameter, shared with the head when tied), one for the rest, so the table's step is seen
-    apart. ``warmup`` steps run first, outside the profile. Backward nodes are attributed by name
-    (:func:`_backward_phase`); the phases add up to the step's profiled time minus small bookkeeping.
+    apart. ``warmup`` steps run first, outside the profile. Each backward node counts in the phase whose forward
+    created it (:func:`_backward_phase`, by autograd sequence number); the phases add up to the step's profiled time
+    minus small bookkeeping.
     """
     table = model.embed.token.weight
     rest = [p for p in model.parameters() if p is not table]
@@ -106,8 +125,10 @@ def profile_step(model: TinyGPT, ids: torch.Tensor, targets: torch.Tensor, *, wa
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         step()
     totals = dict.fromkeys(PHASES, 0.0)
-    for event in prof.events():
-        phase = event.name if event.name in totals else _backward_phase(event.name)
+    events = prof.events()
+    forward = _forward_phases(events)
+    for event in events:
+        phase = event.name if event.name in totals else _backward_phase(event, forward)
         if phase is not None:
             totals[phase] += event.cpu_time_total / 1e3
     return totals

@@ -52,7 +52,7 @@ def roofline_figure(sweep: list[tuple[int, float]], peak_gflops: float, points: 
     Args:
         sweep: :func:`bandwidth_sweep` output.
         peak_gflops: :func:`matmul_gflops`, the compute roof.
-        points: name -> (bytes the variant must move, achieved GB/s on those bytes, FLOP per byte).
+        points: name -> (bytes the variant moves, achieved GB/s on those bytes, FLOP per byte).
     """
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     sizes, rates = zip(*sweep, strict=False)
