@@ -162,34 +162,45 @@ def plot_seed_dots(panels: dict[str, tuple[str, dict[str, list[float]]]]):
     return fig
 
 
-def plot_row_gradients(grad_norms, counts, pad_id: int):
+def plot_row_gradients(grad_norms, counts, pad_id: int, control=None):
     """Bar chart of each row's gradient norm, with how often each id was used; the pad row is marked at 0.
 
-    ``grad_norms`` and ``counts`` hold one value per id ``(v,)``.
+    ``grad_norms`` and ``counts`` hold one value per id ``(v,)``. ``control`` (optional, ``(v,)``): the same
+    rows' gradient norms without ``padding_idx``, drawn as a second bar beside each.
     """
     grads = as_series("grad_norms", grad_norms)
     used = as_series("counts", counts, length=len(grads))
     if not 0 <= pad_id < len(grads):
         raise ValueError(f"pad_id must lie in [0, {len(grads)}), got {pad_id}")
+    other = None if control is None else as_series("control", control, length=len(grads))
+    width = 0.8 if other is None else 0.4
+    shift = 0.0 if other is None else -0.2
     fig, ax = plt.subplots(figsize=(7, 3))
-    ax.bar(range(len(grads)), grads, color="tab:blue")
-    top = max(grads)
-    ax.plot(pad_id, 0, marker="x", color="tab:red", markersize=10, mew=2, clip_on=False, zorder=3)
+    ax.bar([i + shift for i in range(len(grads))], grads, width, color="tab:blue",
+           label=f"padding_idx={pad_id}")
+    top = max(grads) if other is None else max(max(grads), max(other))
+    if other is not None:
+        ax.bar([i + 0.2 for i in range(len(grads))], other, width, color="tab:gray",
+               label="padding_idx=None")
+        ax.legend(loc="upper right", fontsize=8)
+    ax.plot(pad_id + shift, 0, marker="x", color="tab:red", markersize=10, mew=2, clip_on=False, zorder=3)
     ax.annotate(
-        f"pad (id {pad_id}): used {used[pad_id]:.0f}x, gradient exactly 0",
-        (pad_id, 0),
-        (pad_id - 0.1, top * 1.2),  # above the pad's empty slot: the arrow crosses no bar
+        f"pad (id {pad_id}): used {used[pad_id]:.0f}x, gradient exactly 0 with padding_idx={pad_id}",
+        (pad_id + shift, 0),
+        (pad_id - 0.1, top * 1.2),  # above the pad's slot
         color="tab:red",
         fontsize=9,
         arrowprops={"arrowstyle": "->", "color": "tab:red", "relpos": (0.0, 0.0)},
     )
     for i, (g, n) in enumerate(zip(grads, used, strict=True)):
         if i != pad_id:
-            ax.text(i, g, f"x{n:.0f}", ha="center", va="bottom", fontsize=8)
+            ax.text(i, max(g, 0.0 if other is None else other[i]), f"x{n:.0f}", ha="center", va="bottom",
+                    fontsize=8)
     ax.set_xticks(range(len(grads)))
     ax.set_xlabel("token id (numbers above the bars: times used in the batch)")
     ax.set_ylabel("gradient norm of the row")
-    ax.set_title("The pad row is used most, yet gets no gradient")
+    ax.set_title("The pad row is used most, yet gets no gradient" if other is None
+                 else "The pad row is used most; only padding_idx stops its gradient")
     ax.set_ylim(0, top * 1.4)
     fig.tight_layout()
     return fig

@@ -80,6 +80,11 @@ def test_figures_label_their_axes_and_reject_bad_input():
     assert fig.axes[0].patches[0].get_height() == 0.0  # the pad bar is empty, marked at 0
     with pytest.raises(ValueError, match="pad_id must lie in"):
         token_embedding.plot_row_gradients([0.0, 1.0], [1, 1], pad_id=2)
+    fig = token_embedding.plot_row_gradients([0.0, 2.0, 1.0], [5, 1, 2], pad_id=0, control=[3.0, 2.0, 1.0])
+    assert [p.get_height() for p in fig.axes[0].patches] == [0.0, 2.0, 1.0, 3.0, 2.0, 1.0]  # both sets of bars
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["padding_idx=0", "padding_idx=None"]
+    with pytest.raises(ValueError, match="control must hold 3 values"):
+        token_embedding.plot_row_gradients([0.0, 2.0, 1.0], [5, 1, 2], pad_id=0, control=[1.0])
 
     norms = {"a": torch.tensor([0.3, 0.31]), "b": torch.tensor([21.0, 22.0])}
     fig = token_embedding.plot_row_norm_histograms(norms, 16.0, 100, 512)
