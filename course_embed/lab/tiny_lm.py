@@ -33,6 +33,8 @@ class Setting:
     lookup by ``sqrt(d)``; ``tied``: the output layer reuses the table; ``pre_norm``: pre-LN instead of post-LN;
     ``pe_scale``: multiply the sinusoidal table by this (a control that restores the token/position ratio);
     ``cool``: divide the attention scores by this (a control that de-saturates the first softmax);
+    ``qk_init``: multiply the query and key projections' initial weights and biases by this (a control that
+    de-saturates only the start: the step-0 scores shrink by ``qk_init**2``, later updates do not);
     ``tau``: divide the logits by this temperature (a control that shrinks the own-row logit);
     ``copy_head``: untied, with the head initialised as a copy of the table (the tied model's starting logits,
     its own gradients); ``head_like_table``: untied, with the head drawn anew from the table's own init (the
@@ -45,6 +47,7 @@ class Setting:
     pre_norm: bool = False
     pe_scale: float = 1.0
     cool: float = 1.0
+    qk_init: float = 1.0
     tau: float = 1.0
     copy_head: bool = False
     head_like_table: bool = False
@@ -56,8 +59,11 @@ class Setting:
             raise ValueError("head_like_table=True needs tied=False: a tied model's head is the table itself")
         if self.copy_head and self.head_like_table:
             raise ValueError("pick one of copy_head and head_like_table: the head is a copy or a new draw")
-        if self.cool <= 0 or self.tau <= 0 or self.pe_scale <= 0:
-            raise ValueError(f"cool, tau and pe_scale must be positive, got {self.cool}, {self.tau}, {self.pe_scale}")
+        if min(self.cool, self.tau, self.pe_scale, self.qk_init) <= 0:
+            raise ValueError(
+                "cool, tau, pe_scale and qk_init must be positive, "
+                f"got {self.cool}, {self.tau}, {self.pe_scale}, {self.qk_init}"
+            )
 
 
 def reverse_batch(batch: int, seq: int, vocab_size: int, generator: torch.Generator):
@@ -88,6 +94,10 @@ class TinyTransformer(nn.Module):
         self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
         self.norm, self.final_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.head = None if setting.tied else nn.Linear(d_model, vocab_size, bias=False)
+        if setting.qk_init != 1.0:  # the query and key rows of qkv: step-0 scores times qk_init**2
+            with torch.no_grad():
+                self.qkv.weight[: 2 * d_model] *= setting.qk_init
+                self.qkv.bias[: 2 * d_model] *= setting.qk_init
         if setting.copy_head:
             with torch.no_grad():
                 self.head.weight.copy_(self.embed.weight)

@@ -37,11 +37,12 @@ def _plain_loop(setting, seed, steps, vocab_size=32, d_model=32, seq=8, batch=16
 
 
 CONTROLS = Setting("scaled_normal", True, tied=False, copy_head=True, cool=3.0, tau=2.0)
+SMALL_QK = Setting("normal", True, tied=False, qk_init=0.5)
 DRAWN = Setting("scaled_normal", True, tied=False, head_like_table=True)
 
 
 def test_batched_training_equals_separate_runs():
-    settings = SETTINGS + [CONTROLS, DRAWN]
+    settings = SETTINGS + [CONTROLS, DRAWN, SMALL_QK]
     results = tiny_lm.train_reverse(settings, [0, 1], steps=20, every=10)
     assert [(r.setting, r.seed) for r in results] == [(s, k) for s in settings for k in (0, 1)]
     for r in results:
@@ -95,6 +96,19 @@ def test_the_controls_copy_the_table_and_divide_scores_and_logits():
         Setting("normal", True, copy_head=True)
     with pytest.raises(ValueError, match="must be positive"):
         Setting("normal", True, tau=0.0)
+    with pytest.raises(ValueError, match="must be positive"):
+        Setting("normal", True, qk_init=-1.0)
+
+
+def test_qk_init_shrinks_only_the_query_and_key_rows_at_init():
+    torch.manual_seed(0)
+    plain = tiny_lm.TinyTransformer(32, 32, 8, Setting("normal", True, tied=False))
+    torch.manual_seed(0)
+    small = tiny_lm.TinyTransformer(32, 32, 8, Setting("normal", True, tied=False, qk_init=0.25))
+    torch.testing.assert_close(small.qkv.weight[:64], 0.25 * plain.qkv.weight[:64], rtol=0, atol=0)
+    torch.testing.assert_close(small.qkv.bias[:64], 0.25 * plain.qkv.bias[:64], rtol=0, atol=0)
+    torch.testing.assert_close(small.qkv.weight[64:], plain.qkv.weight[64:], rtol=0, atol=0)
+    torch.testing.assert_close(small.embed.weight, plain.embed.weight, rtol=0, atol=0)
 
 
 def test_the_head_like_table_is_a_new_draw_of_the_tables_init():
