@@ -80,9 +80,11 @@ def measure(notebook: str | Path, root: str | Path, timeout: int = 600) -> dict:
     """Run strict nbval on ``notebook`` on the CPU with ``root``'s pytest options; return its status record.
 
     The record: title, sha256, seconds (all cells, kernel start-up included), cells, failed_cells, skipped_cells,
-    reproduces (no failed cell), measured (UTC date) and the environment (Python, torch, CPU count, platform).
+    reproduces (no failed cell), measured (UTC date) and the environment (Python, torch, CPU count, platform, and the
+    load average when the chapter started).
     Raises ``RuntimeError`` with pytest's output if nbval produced no report.
     """
+    load = os.getloadavg()[0]  # runnable processes over the last minute, before the chapter adds its own
     import torch
 
     notebook, root = Path(notebook), Path(root)
@@ -119,6 +121,7 @@ def measure(notebook: str | Path, root: str | Path, timeout: int = 600) -> dict:
             "torch": torch.__version__.split("+")[0],
             "cpus": os.cpu_count(),
             "platform": f"{platform.system()} {platform.machine()}",
+            "load": round(load, 1),
         },
     }
 
@@ -166,6 +169,8 @@ def render_page(records: dict) -> str:
         verdict = "yes" if record["reproduces"] else "**no**: " + ", ".join(record["failed_cells"]) + " differ"
         env = record["environment"]
         where = f"{record['measured']}, Python {env['python']}, torch {env['torch']}, {env['cpus']} CPUs"
+        if "load" in env:
+            where += f", load {env['load']:.1f}"
         lines.append(
             f"| {link} | {record['seconds']:.1f} s | {record['cells']} | {verdict} | {where} | "
             f"`{record['sha256'][:12]}` |"
@@ -178,7 +183,9 @@ def render_page(records: dict) -> str:
         f"| **Total** | {total:.1f} s | {cells} | | | |",
         "",
         "Times are wall-clock seconds for all of a chapter's cells, the kernel's start-up and the first `import torch`",
-        "included, on the machine named in the row; they vary from run to run and are not checked by any test.",
+        "included, on the machine named in the row, with the load average it had when the chapter started (on 2 CPUs",
+        "a load above 2 means the chapter shared them, and its time grows with the load); they vary from run to run",
+        "and are not checked by any test.",
         "",
         "To measure again (after changing a chapter, or to refresh the times):",
         "",

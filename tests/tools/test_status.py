@@ -59,7 +59,7 @@ def test_measure_runs_strict_nbval_and_finds_the_cell_that_no_longer_reproduces(
     record = measure(path, ROOT, timeout=120)
     assert record["title"] == "9. A demo chapter"
     assert (record["cells"], record["failed_cells"], record["reproduces"]) == (3, ["Cell 1"], False)
-    assert record["seconds"] > 0 and record["environment"]["cpus"] >= 1
+    assert record["seconds"] > 0 and record["environment"]["cpus"] >= 1 and record["environment"]["load"] >= 0
     assert len(record["sha256"]) == 64
 
 
@@ -86,7 +86,7 @@ def test_render_page_shows_every_record_and_the_verdict():
             "skipped_cells": 0,
             "reproduces": False,
             "measured": "2026-01-03",
-            "environment": env,
+            "environment": {**env, "load": 9.84},
         },
     }
     page = render_page(records)
@@ -95,7 +95,10 @@ def test_render_page_shows_every_record_and_the_verdict():
         "| [1. A](01_a.ipynb) | 8.1 s | 15 | yes | 2026-01-02, Python 3.11.7, torch 2.13.0, 2 CPUs | `aaaaaaaaaaaa` |"
         in page
     )
-    assert "| [2. B](02_b.ipynb) | 20.0 s | 9 | **no**: Cell 3, Cell 7 differ |" in page
+    assert (
+        "| [2. B](02_b.ipynb) | 20.0 s | 9 | **no**: Cell 3, Cell 7 differ | "
+        "2026-01-03, Python 3.11.7, torch 2.13.0, 2 CPUs, load 9.8 |"
+    ) in page
     assert "| **Total** | 28.1 s | 24 | | | |" in page
     assert "`ATEN_CPU_CAPABILITY=avx2`" in page  # the second kernel selection CI checks
 
