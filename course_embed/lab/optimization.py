@@ -136,15 +136,18 @@ def speedup_plot(tables, *, baseline_label: str | None = None):
     """Speed-up over each table's baseline, a dot per variant with its interval, on a log axis; one group per
     :class:`~course_embed.lab.bench.BenchTable`. The copy is a dashed line per group (the speed-up a plain copy of
     the minimum bytes would have: the ceiling of a layer that writes its output); the noise floor (the baseline
-    against its own second copy) is a grey band per group.
+    against its own second copy) is a grey band per group. A variant missing from a table (a row left out as not a
+    measurement) has no dot in that group.
     """
     baseline = tables[0].baseline
-    names = [r.name for r in tables[0].rows if r.name not in ("copy", baseline, baseline + "'")]
+    skip = ("copy", baseline, baseline + "'")
+    names = list(dict.fromkeys(r.name for t in tables for r in t.rows if r.name not in skip))
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
     width = 0.8 / len(names)
     for k, name in enumerate(names):
-        xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(tables))]
-        cis = [t.ratio_ci(t.baseline, name) for t in tables]
+        kept = [i for i, t in enumerate(tables) if any(r.name == name for r in t.rows)]
+        xs = [i + (k - (len(names) - 1) / 2) * width for i in kept]
+        cis = [tables[i].ratio_ci(tables[i].baseline, name) for i in kept]
         mids = [c[0] for c in cis]
         errors = [
             [m - c[1] for m, c in zip(mids, cis, strict=True)],

@@ -47,12 +47,13 @@ def input_layer_intensity(batch: int, seq: int, d_model: int, itemsize: int = 4)
 
 
 def roofline_figure(sweep: list[tuple[int, float]], peak_gflops: float, points: dict[str, tuple[int, float, float]]):
-    """Two panels: the measured staircase with each variant at its bytes, and the roofline with each variant.
+    """Two panels: the measured staircase with each variant at its working set, and the roofline with each variant.
 
     Args:
         sweep: :func:`bandwidth_sweep` output.
         peak_gflops: :func:`matmul_gflops`, the compute roof.
-        points: name -> (bytes the variant moves, achieved GB/s on those bytes, FLOP per byte).
+        points: name -> (working set on the left panel's axis, achieved GB/s on the bytes the variant moves,
+            FLOP per byte).
     """
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     sizes, rates = zip(*sweep, strict=False)
