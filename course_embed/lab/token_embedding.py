@@ -176,12 +176,10 @@ def plot_row_gradients(grad_norms, counts, pad_id: int, control=None):
     width = 0.8 if other is None else 0.4
     shift = 0.0 if other is None else -0.2
     fig, ax = plt.subplots(figsize=(7, 3))
-    ax.bar([i + shift for i in range(len(grads))], grads, width, color="tab:blue",
-           label=f"padding_idx={pad_id}")
+    ax.bar([i + shift for i in range(len(grads))], grads, width, color="tab:blue", label=f"padding_idx={pad_id}")
     top = max(grads) if other is None else max(max(grads), max(other))
     if other is not None:
-        ax.bar([i + 0.2 for i in range(len(grads))], other, width, color="tab:gray",
-               label="padding_idx=None")
+        ax.bar([i + 0.2 for i in range(len(grads))], other, width, color="tab:gray", label="padding_idx=None")
         ax.legend(loc="upper right", fontsize=8)
     ax.plot(pad_id + shift, 0, marker="x", color="tab:red", markersize=10, mew=2, clip_on=False, zorder=3)
     ax.annotate(
@@ -194,13 +192,15 @@ def plot_row_gradients(grad_norms, counts, pad_id: int, control=None):
     )
     for i, (g, n) in enumerate(zip(grads, used, strict=True)):
         if i != pad_id:
-            ax.text(i, max(g, 0.0 if other is None else other[i]), f"x{n:.0f}", ha="center", va="bottom",
-                    fontsize=8)
+            ax.text(i, max(g, 0.0 if other is None else other[i]), f"x{n:.0f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(grads)))
     ax.set_xlabel("token id (numbers above the bars: times used in the batch)")
     ax.set_ylabel("gradient norm of the row")
-    ax.set_title("The pad row is used most, yet gets no gradient" if other is None
-                 else "The pad row is used most; only padding_idx stops its gradient")
+    ax.set_title(
+        "The pad row is used most, yet gets no gradient"
+        if other is None
+        else "The pad row is used most; only padding_idx stops its gradient"
+    )
     ax.set_ylim(0, top * 1.4)
     fig.tight_layout()
     return fig
