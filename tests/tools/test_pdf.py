@@ -120,13 +120,15 @@ def test_every_section_has_a_bookmark_on_its_page(book_pdf):
 
 
 def _footer(page) -> str:
-    """The text drawn in a page's bottom margin (below the text block), where the page number is."""
+    """The text drawn in a page's bottom margin (below the text block), where the page number is. A glyph the text
+    extractor places below the page (a stretched mathematical delimiter, drawn with a scaling matrix that it does not
+    compose) is not in the margin."""
     parts = []
     bottom = pdf.MARGIN_MM["bottom"] / 25.4 * 72
 
     def visit(text, cm, tm, font, size):
         y = (tm[5] * cm[3] + cm[5]) if tm and cm else None
-        if y is not None and y < bottom and text.strip():
+        if y is not None and 0 <= y < bottom and text.strip():
             parts.append(text.strip())
 
     page.extract_text(visitor_text=visit)

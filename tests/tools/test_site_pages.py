@@ -34,6 +34,8 @@ UNTRANSLATED = {
     "rope_scaling",
     "YaRN",
     "torch.compile",
+    "pre-LN",
+    "post-LN",
 }
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
