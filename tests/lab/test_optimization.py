@@ -80,28 +80,25 @@ def table(name_seconds, baseline="textbook"):
     return bench.BenchTable("shape", rows, baseline, "2 threads", "cpu")
 
 
+#: a baseline, its identical twin, one variant and the copy, timed in three rounds
+SPEEDUP_ROWS = (
+    bench.Row("textbook", 4e-3, (4e-3, 4e-3, 4e-3), 1000),
+    bench.Row("textbook'", 4e-3, (4e-3, 5e-3, 2e-3), 1000),
+    bench.Row("package", 1e-3, (1e-3, 1e-3, 2e-3), 1000),
+    bench.Row("copy", 5e-4, (5e-4,) * 3, 1000),
+)
+
+
 def test_speedup_plot_leaves_out_a_variant_missing_from_one_table():
-    rows = (
-        bench.Row("textbook", 4e-3, (4e-3, 4e-3, 4e-3), 1000),
-        bench.Row("textbook'", 4e-3, (4e-3, 5e-3, 2e-3), 1000),
-        bench.Row("package", 1e-3, (1e-3, 1e-3, 2e-3), 1000),
-        bench.Row("copy", 5e-4, (5e-4,) * 3, 1000),
-    )
-    full = bench.BenchTable("shape", rows, "textbook", "1 threads", "cpu")
-    cut = bench.BenchTable("shape", rows[:2] + rows[3:], "textbook", "1 threads", "cpu")
+    full = bench.BenchTable("shape", SPEEDUP_ROWS, "textbook", "1 threads", "cpu")
+    cut = bench.BenchTable("shape", SPEEDUP_ROWS[:2] + SPEEDUP_ROWS[3:], "textbook", "1 threads", "cpu")
     ax = optimization.speedup_plot([cut, full]).axes[0]
     bars = next(c for c in ax.containers if c.get_label() == "package")
     assert list(bars.lines[0].get_xdata()) == [1.0]  # only the second group has the variant
 
 
 def test_speedup_plot_shows_each_variant_with_its_interval_the_noise_floor_and_the_copy():
-    rows = (
-        bench.Row("textbook", 4e-3, (4e-3, 4e-3, 4e-3), 1000),
-        bench.Row("textbook'", 4e-3, (4e-3, 5e-3, 2e-3), 1000),
-        bench.Row("package", 1e-3, (1e-3, 1e-3, 2e-3), 1000),
-        bench.Row("copy", 5e-4, (5e-4,) * 3, 1000),
-    )
-    t = bench.BenchTable("shape", rows, "textbook", "1 threads", "cpu")
+    t = bench.BenchTable("shape", SPEEDUP_ROWS, "textbook", "1 threads", "cpu")
     fig = optimization.speedup_plot([t, t])
     ax = fig.axes[0]
     bars = next(c for c in ax.containers if c.get_label() == "package")
