@@ -220,11 +220,9 @@ def _fix_page_scripts(app: Sphinx, pagename: str, templatename: str, context: di
             or script.attributes.get("type") == WIDGET_STATE
         ):
             continue
-        if os.fspath(script.filename or "") in unused or (
-            THEBE_JS in unused and "THEBE_JS_URL" in str(script.attributes.get("body", ""))
-        ):
-            continue
         name = os.fspath(script.filename or "")
+        if name in unused or (THEBE_JS in unused and "THEBE_JS_URL" in str(script.attributes.get("body", ""))):
+            continue
         if name.startswith("_static/../"):
             script = type(script)(posixpath.normpath(name), priority=script.priority, **script.attributes)
         key = (os.fspath(script.filename or ""), script.priority, tuple(sorted(script.attributes.items())))
