@@ -21,24 +21,29 @@ from course_embed.lab.tiny_lm import Setting
 
 SEEDS = list(range(12))
 R = math.sqrt(32)  # PE x sqrt(32): the token/position ratio of N(0, 1) x sqrt(d) back to sqrt(2) at d = 32
-COOL = (32 + 1 / 2) / (1 + 1 / 2)  # |x|^2 per entry, N(0, 1) x sqrt(d) over N(0, 1): the scores' growth
+GAIN = (32 + 1 / 2) / (1 + 1 / 2)  # mean x^2, N(0, 1) x sqrt(d) over N(0, 1): the scores' growth, 21.7
+GAIN_C = (32 + 32 / 2) / (1 + 1 / 2)  # the same for C (PE x sqrt(32)): 32
 
 D2L = Setting("normal", True, tied=False)  # A, d2l.ai: N(0, 1) x sqrt(d), untied
 NO_FACTOR = Setting("normal", False, tied=False)  # B: A without the factor
 # the intended design's input layer (scaled normal x sqrt(d)), untied like A, and the same table without the factor
 INTENDED = [Setting("scaled_normal", True, tied=False), Setting("scaled_normal", False, tied=False)]
-CONTROLS = [
-    Setting("normal", True, tied=False, pe_scale=R),  # C: the ratio restored, the saturation deeper
-    Setting("normal", True, tied=False, pre_norm=True),  # D: pre-LN, no saturation, the position drowned
-    Setting("normal", True, tied=False, pre_norm=True, pe_scale=R),  # F: D + C
-    Setting("normal", False, tied=False, cool=1 / COOL),  # H: B with scores x 21.7, saturated alone
-    Setting("normal", True, tied=False, qk_init=COOL**-0.5),  # I: A with a cooled start only
+C = Setting("normal", True, tied=False, pe_scale=R)  # C: the ratio restored, the saturation deeper
+D = Setting("normal", True, tied=False, pre_norm=True)  # D: pre-LN, no saturation, the position drowned
+E = Setting("normal", True, tied=False, pre_norm=True, pe_scale=R)  # E: D + C
+F = Setting("normal", False, tied=False, score_gain=GAIN)  # F: B with scores x 21.7
+G = Setting("normal", True, tied=False, qk_init=GAIN**-0.5)  # G: A with a cooled start only
+# step-matched: the query and key projections' Adam learning rate divided by the growth of the score steps
+MATCHED = [
+    Setting("normal", True, tied=False, qk_lr=GAIN),  # A
+    Setting("normal", True, tied=False, pe_scale=R, qk_lr=GAIN_C),  # C
+    Setting("normal", False, tied=False, score_gain=GAIN, qk_lr=GAIN),  # F
+    Setting("normal", True, tied=False, qk_init=GAIN**-0.5, qk_lr=GAIN),  # G
 ]
 GROUPS = {  # name: (steps, lr, settings)
-    "150 steps, lr 1e-2": (150, 1e-2, [D2L, NO_FACTOR, *CONTROLS, *INTENDED]),
+    "150 steps, lr 1e-2": (150, 1e-2, [D2L, NO_FACTOR, C, D, E, F, G, *INTENDED]),
     "150 steps, lr 3e-3": (150, 3e-3, [D2L, NO_FACTOR, *INTENDED]),
-    "150 steps, lr 3e-2": (150, 3e-2, [D2L, NO_FACTOR, *INTENDED]),
-    "1200 steps, lr 1e-2": (1200, 1e-2, [D2L, CONTROLS[0], CONTROLS[1], CONTROLS[3], CONTROLS[4]]),
+    "1200 steps, lr 1e-2": (1200, 1e-2, [D2L, C, D, F, G, *MATCHED]),
     "1200 steps, lr 3e-3": (1200, 3e-3, [D2L, NO_FACTOR]),
 }
 SEEDS_OF: dict[str, list[int]] = {}

@@ -32,9 +32,13 @@ class Setting:
     ``init``: the table's init (``"normal"``, ``"xavier_uniform"``, ``"scaled_normal"``); ``scale``: multiply the
     lookup by ``sqrt(d)``; ``tied``: the output layer reuses the table; ``pre_norm``: pre-LN instead of post-LN;
     ``pe_scale``: multiply the sinusoidal table by this (a control that restores the token/position ratio);
-    ``cool``: divide the attention scores by this (a control that de-saturates the first softmax);
+    ``score_gain``: multiply the attention scores by this (a control: the scores' spread at step 0 grows by the
+    gain, and so, under Adam, does every step's change of the scores);
     ``qk_init``: multiply the query and key projections' initial weights and biases by this (a control that
     de-saturates only the start: the step-0 scores shrink by ``qk_init**2``, later updates do not);
+    ``qk_lr``: divide Adam's learning rate for the query and key projections (weights and biases) by this (a
+    control: a score is bilinear in the input, so its change per step grows like ``lr * mean(x**2)``; dividing by
+    the growth of ``mean(x**2)``, or by ``score_gain``, matches the per-step score change of a smaller input);
     ``tau``: divide the logits by this temperature (a control that shrinks the own-row logit);
     ``copy_head``: untied, with the head initialised as a copy of the table (the tied model's starting logits,
     its own gradients); ``head_like_table``: untied, with the head drawn anew from the table's own init (the
@@ -46,8 +50,9 @@ class Setting:
     tied: bool = True
     pre_norm: bool = False
     pe_scale: float = 1.0
-    cool: float = 1.0
+    score_gain: float = 1.0
     qk_init: float = 1.0
+    qk_lr: float = 1.0
     tau: float = 1.0
     copy_head: bool = False
     head_like_table: bool = False
@@ -59,10 +64,10 @@ class Setting:
             raise ValueError("head_like_table=True needs tied=False: a tied model's head is the table itself")
         if self.copy_head and self.head_like_table:
             raise ValueError("pick one of copy_head and head_like_table: the head is a copy or a new draw")
-        if min(self.cool, self.tau, self.pe_scale, self.qk_init) <= 0:
+        if min(self.score_gain, self.tau, self.pe_scale, self.qk_init, self.qk_lr) <= 0:
             raise ValueError(
-                "cool, tau, pe_scale and qk_init must be positive, "
-                f"got {self.cool}, {self.tau}, {self.pe_scale}, {self.qk_init}"
+                "score_gain, tau, pe_scale, qk_init and qk_lr must be positive, "
+                f"got {self.score_gain}, {self.tau}, {self.pe_scale}, {self.qk_init}, {self.qk_lr}"
             )
 
 
@@ -83,7 +88,9 @@ class TinyTransformer(nn.Module):
     ``h = LN(x + attn(x))``; pre-LN normalises the attention's input and then the output,
     ``h = LN_f(x + attn(LN(x)))``, so the embedding's scale is carried along the residual stream. Tied: the
     logits are ``h @ W.T`` with the embedding's own table ``W``; untied: a separate ``nn.Linear(d, v)``.
-    The controls of :class:`Setting` divide the scores by ``cool`` and the logits by ``tau``.
+    Attention is bidirectional (no causal mask): every position may read every other, as the reverse task needs.
+    The controls of :class:`Setting` multiply the scores by ``score_gain`` and divide the logits by ``tau``
+    (``qk_lr`` acts in :func:`train_reverse`).
     """
 
     def __init__(self, vocab_size: int, d_model: int, seq: int, setting: Setting):
@@ -109,7 +116,7 @@ class TinyTransformer(nn.Module):
         x = self.embed(ids) + self.pe[: ids.shape[1]]  # (b, s, d)
         h = self.norm(x) if self.setting.pre_norm else x
         q, k, v = self.qkv(h).chunk(3, dim=-1)
-        x = x + self.out(F.scaled_dot_product_attention(q / self.setting.cool, k, v))
+        x = x + self.out(F.scaled_dot_product_attention(q * self.setting.score_gain, k, v))
         h = self.final_norm(x) if self.setting.pre_norm else self.norm(x)
         head = self.embed.weight if self.head is None else self.head.weight
         return h @ head.T / self.setting.tau  # (b, s, v)
@@ -122,14 +129,14 @@ def _batched_logits(
     factor: torch.Tensor,
     pre: torch.Tensor,
     tied: torch.Tensor,
-    cool: torch.Tensor,
+    gain: torch.Tensor,
     tau: torch.Tensor,
 ) -> torch.Tensor:
     """:meth:`TinyTransformer.forward` for ``r`` models at once; parameters stacked on a leading dim ``r``.
 
     ids ``(r, b, s)`` -> logits ``(r, b, s, v)``; ``factor`` ``(r, 1, 1, 1)``, ``pre`` ``(r, 1, 1, 1)`` and
-    ``tied`` ``(r, 1, 1)`` pick each model's variant; ``cool`` and ``tau`` ``(r, 1, 1, 1)`` divide its scores and
-    logits.
+    ``tied`` ``(r, 1, 1)`` pick each model's variant; ``gain`` ``(r, 1, 1, 1)`` multiplies its scores and
+    ``tau`` ``(r, 1, 1, 1)`` divides its logits.
     """
 
     def norm(x, name):
@@ -146,7 +153,7 @@ def _batched_logits(
     x = table[torch.arange(len(ids))[:, None, None], ids] * factor + pe  # (r, b, s, d); pe (r, 1, s, d)
     h = torch.where(pre, norm(x, "norm"), x)
     q, k, v = linear(h, "qkv").chunk(3, dim=-1)
-    x = x + linear(F.scaled_dot_product_attention(q / cool, k, v), "out")
+    x = x + linear(F.scaled_dot_product_attention(q * gain, k, v), "out")
     h = torch.where(pre, norm(x, "final_norm"), norm(x, "norm"))
     head = torch.where(tied, table, params["head.weight"])  # (r, v, d)
     return torch.bmm(h.flatten(1, 2), head.transpose(1, 2)).view(*h.shape[:-1], -1) / tau
@@ -207,13 +214,18 @@ def train_reverse(
         factor = torch.tensor([m.embed.multiplier for m in models]).view(-1, 1, 1, 1)
         pre = torch.tensor([s.pre_norm for s, _ in runs]).view(-1, 1, 1, 1)
         tied = torch.tensor([s.tied for s, _ in runs]).view(-1, 1, 1)
-        cool = torch.tensor([s.cool for s, _ in runs]).view(-1, 1, 1, 1)
+        gain = torch.tensor([s.score_gain for s, _ in runs]).view(-1, 1, 1, 1)
+        # qk_lr: each model's step on the query and key rows of qkv is divided by it after Adam's step, which is
+        # Adam with that row's learning rate divided (Adam's step does not depend on the parameter's value)
+        qk_rows = torch.ones(len(runs), 3 * d_model)
+        qk_rows[:, : 2 * d_model] = torch.tensor([1 / s.qk_lr for s, _ in runs])[:, None]
+        slowed = any(s.qk_lr != 1.0 for s, _ in runs)
         tau = torch.tensor([s.tau for s, _ in runs]).view(-1, 1, 1, 1)
         generators = {seed: torch.Generator().manual_seed(seed) for seed in seeds}
         opt = torch.optim.Adam(params.values(), lr=lr)
 
         def losses_of(ids, targets):
-            logits = _batched_logits(params, ids, pe, factor, pre, tied, cool, tau)  # (r, b, s, v)
+            logits = _batched_logits(params, ids, pe, factor, pre, tied, gain, tau)  # (r, b, s, v)
             per_token = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), reduction="none")
             return per_token.view(len(runs), -1).mean(dim=1), logits
 
@@ -231,7 +243,15 @@ def train_reverse(
             loss = losses_of(ids, targets)[0].sum()  # each model's gradient comes from its own loss only
             opt.zero_grad()
             loss.backward()
+            if slowed:
+                before = {name: params[name].detach().clone() for name in ("qkv.weight", "qkv.bias")}
             opt.step()
+            if slowed:
+                with torch.no_grad():
+                    for name, old in before.items():
+                        rows = qk_rows if name == "qkv.bias" else qk_rows[:, :, None]
+                        new = params[name]  # other rows and models keep Adam's step bit for bit
+                        new.copy_(torch.where(rows != 1, old + (new - old) * rows, new))
             if step % every == 0:
                 history.append(held_out()[0])
         accuracy = held_out()[1]

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from course_embed import sinusoidal_table
 from course_embed.lab import tiny_lm
@@ -24,25 +25,40 @@ def _plain_loop(setting, seed, steps, vocab_size=32, d_model=32, seq=8, batch=16
     torch.manual_seed(seed)
     model = tiny_lm.TinyTransformer(vocab_size, d_model, seq, setting)
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    q_w, rest_w = model.qkv.weight.detach()[: 2 * d_model], model.qkv.weight.detach()[2 * d_model :]
+    q_b, rest_b = model.qkv.bias.detach()[: 2 * d_model], model.qkv.bias.detach()[2 * d_model :]
+    qk = [nn.Parameter(q_w.clone()), nn.Parameter(q_b.clone())]
+    rest = [nn.Parameter(rest_w.clone()), nn.Parameter(rest_b.clone())]
+    others = [p for n, p in model.named_parameters() if not n.startswith("qkv.")]
+    opt = torch.optim.Adam(
+        [{"params": qk, "lr": lr / setting.qk_lr}, {"params": rest + others}], lr=lr
+    )  # an independent route to a per-row learning rate: the query and key rows as parameters of their own
+
+    def run(ids):
+        del model.qkv.weight, model.qkv.bias
+        model.qkv.weight = torch.cat([qk[0], rest[0]])
+        model.qkv.bias = torch.cat([qk[1], rest[1]])
+        return model(ids)
+
     for _ in range(steps):
         ids, targets = tiny_lm.reverse_batch(batch, seq, vocab_size, gen)
-        loss = F.cross_entropy(model(ids).flatten(0, 1), targets.flatten())
+        loss = F.cross_entropy(run(ids).flatten(0, 1), targets.flatten())
         opt.zero_grad()
         loss.backward()
         opt.step()
     test_ids, test_targets = tiny_lm.reverse_batch(512, seq, vocab_size, torch.Generator().manual_seed(10_000))
     with torch.no_grad():
-        return F.cross_entropy(model(test_ids).flatten(0, 1), test_targets.flatten()).item()
+        return F.cross_entropy(run(test_ids).flatten(0, 1), test_targets.flatten()).item()
 
 
-CONTROLS = Setting("scaled_normal", True, tied=False, copy_head=True, cool=3.0, tau=2.0)
+CONTROLS = Setting("scaled_normal", True, tied=False, copy_head=True, score_gain=3.0, tau=2.0)
 SMALL_QK = Setting("normal", True, tied=False, qk_init=0.5)
+SLOW_QK = Setting("normal", False, tied=False, score_gain=4.0, qk_lr=4.0)
 DRAWN = Setting("scaled_normal", True, tied=False, head_like_table=True)
 
 
 def test_batched_training_equals_separate_runs():
-    settings = SETTINGS + [CONTROLS, DRAWN, SMALL_QK]
+    settings = SETTINGS + [CONTROLS, DRAWN, SMALL_QK, SLOW_QK]
     results = tiny_lm.train_reverse(settings, [0, 1], steps=20, every=10)
     assert [(r.setting, r.seed) for r in results] == [(s, k) for s in settings for k in (0, 1)]
     for r in results:
@@ -80,7 +96,7 @@ def test_pe_scale_multiplies_the_position_table():
     torch.testing.assert_close(model.pe, 4.0 * sinusoidal_table(8, 32))
 
 
-def test_the_controls_copy_the_table_and_divide_scores_and_logits():
+def test_the_controls_copy_the_table_multiply_the_scores_and_divide_the_logits():
     torch.manual_seed(0)
     model = tiny_lm.TinyTransformer(32, 32, 8, CONTROLS)
     torch.testing.assert_close(model.head.weight, model.embed.weight, rtol=0, atol=0)
@@ -89,7 +105,7 @@ def test_the_controls_copy_the_table_and_divide_scores_and_logits():
     plain.load_state_dict(model.state_dict())
     h = plain.embed(ids) + plain.pe
     q, k, v = plain.qkv(h).chunk(3, dim=-1)
-    weights = (q @ k.mT / (32**0.5 * 3.0)).softmax(-1)  # scores / cool
+    weights = (q @ k.mT * 3.0 / 32**0.5).softmax(-1)  # scores x score_gain
     x = plain.norm(h + plain.out(weights @ v))
     torch.testing.assert_close(model(ids), x @ plain.head.weight.T / 2.0)  # logits / tau
     with pytest.raises(ValueError, match="copy_head=True needs tied=False"):
@@ -98,6 +114,8 @@ def test_the_controls_copy_the_table_and_divide_scores_and_logits():
         Setting("normal", True, tau=0.0)
     with pytest.raises(ValueError, match="must be positive"):
         Setting("normal", True, qk_init=-1.0)
+    with pytest.raises(ValueError, match="must be positive"):
+        Setting("normal", True, qk_lr=0.0)
 
 
 def test_qk_init_shrinks_only_the_query_and_key_rows_at_init():
