@@ -36,7 +36,7 @@ def sinusoidal_angles_in_float64(sinusoidal, *, seed):
     import course_embed as ce
 
     label = f"sinusoidal({length}, {d})"
-    table = got.tensor(label, shape=(length, d), dtype=torch.float32)  # the one q4 test that grades the dtype
+    table = got.tensor(label, shape=(length, d), dtype=torch.float32)
     error = (table[-1000:].double() - ce.sinusoidal_table(length, d, dtype=torch.float64)[-1000:]).abs().max().item()
     assert error < 2e-6, f"{label}: the last 1000 positions are off by up to {error:.1e} (float32 angles?)"
 
@@ -50,7 +50,7 @@ def sinusoidal_rejects_odd_width(sinusoidal, *, seed):
     # or frequencies: row 0 holds sin 0 and cos 0 (d / 2 zeros, d / 2 ones), every entry lies in [-1, 1]; an answer
     # that raises for every width, or returns zeros, earns nothing here
     label = f"sinusoidal({length}, {d}) (an even width)"
-    table = got[0].tensor(label, shape=(length, d)).float()  # the dtype is timing_signal_angles_in_float64's
+    table = got[0].tensor(label, shape=(length, d), dtype=torch.float32)
     row = table[0].tolist()
     assert row.count(0.0) == d // 2 and row.count(1.0) == d // 2 and bool(table.abs().le(1.0).all()), (
         f"{label}: a sinusoidal table (row 0 is sin 0 and cos 0, every entry in [-1, 1])"
