@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = find_exercises(ROOT / "exercises")
 NAMES = [e.name for e in EXERCISES]
 
-#: What a file whose exercise is unknown (it names none or cannot be read) scores on q1, q2, q3: its gradebook row
-#: leaves the question cells empty and totals 0.
-NOT_READ = (None, None, None)
+#: What a file whose exercise is unknown (it names none or cannot be read) scores on q1, q2, q3, q4: its gradebook
+#: row leaves the question cells empty and totals 0.
+NOT_READ = (None, None, None, None)
 
 
 def _partial_rope(pairs="half", width="r", angles="float64", r="rotary_dim", check="not 2 <= rotary_dim <= d"):
