@@ -214,3 +214,118 @@ def first_rise_is_an_int_and_right_for_d16(first_rise):
         f"first_rise(16) is {k}, expected 4: the smallest k >= 1 with PE[0] . PE[k] > PE[0] . PE[k - 1] (return k, "
         f"not the index of the difference; grading tries other widths)"
     )
+
+
+T2T_SMALL = torch.tensor([  # timing_signal(3, 8, 100.0): omega_i = 100 ** (-i / 3), sines of pairs 0-3, then cosines
+    [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+    [0.841470985, 0.213780666, 0.046399223, 0.009999833, 0.540302306, 0.976881685, 0.998922976, 0.99995],
+    [0.909297427, 0.417676835, 0.092698501, 0.019998667, -0.416146837, 0.908595654, 0.995694224, 0.999800007],
+])
+T2T_PAPER_SPACING = torch.tensor([  # the same layout with the paper's omega_i = 100 ** (-2i / 8)
+    [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+    [0.841470985, 0.310983593, 0.099833417, 0.031617506, 0.540302306, 0.95041528, 0.995004165, 0.999500042],
+    [0.909297427, 0.591127117, 0.198669331, 0.063203398, -0.416146837, 0.80657841, 0.980066578, 0.998000667],
+])
+T2T_BASE_10000 = torch.tensor([  # timing_signal(3, 8): omega_i = 10000 ** (-i / 3)
+    [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+    [0.841470985, 0.046399223, 0.002154433, 0.0001, 0.540302306, 0.998922976, 0.999997679, 0.999999995],
+    [0.909297427, 0.092698501, 0.004308856, 0.0002, -0.416146837, 0.995694224, 0.999990717, 0.99999998],
+])
+T2T_FAR = torch.tensor([  # timing_signal(10001, 64)[10000]
+    -0.305614389, 0.225170615, -0.175121254, -0.975428488, -0.34787453, 0.959407486, -0.92162813, -0.677776868,
+    -0.997269502, -0.980274546, -0.390325547, -0.582573196, 0.143111572, 0.306873855, -0.800022116, 0.221544465,
+    -0.980375048, 0.934975377, -0.439959287, -0.711964521, 0.904793282, 0.615782183, 0.935812335, -0.974900256,
+    0.988991068, -0.331237297, -0.956789268, -0.139875046, 0.646691288, 0.971144433, 0.974830683, 0.841470985,
+    -0.952155368, -0.974319349, -0.984546874, -0.220316284, 0.937541099, -0.282023537, -0.388074208, 0.73526765,
+    0.073848096, 0.197640618, -0.920676907, -0.812778243, 0.989706562, -0.951750197, 0.59997051, -0.97515027,
+    -0.197141486, 0.354712623, -0.89801772, -0.702215438, 0.42585105, 0.787916432, -0.352498616, -0.222642069,
+    -0.147975225, 0.943547483, -0.290782214, -0.990169163, -0.762751845, -0.238492117, 0.222946495, 0.540302306,
+])
+#: column orders that read a table in another layout as this one: interleaved (sin, cos of pair 0, then pair 1, ...)
+#: and [cos | sin] (the cosines first)
+_FROM_INTERLEAVED = [0, 2, 4, 6, 1, 3, 5, 7]
+_FROM_COS_FIRST = [4, 5, 6, 7, 0, 1, 2, 3]
+
+
+def _rounded_rows(t: torch.Tensor) -> list:
+    return [[round(x, 4) for x in row] for row in t.tolist()]
+
+
+@test("q4", points=0.5)
+def timing_signal_sines_then_cosines_with_its_spacing(timing_signal):
+    got = yield run(timing_signal, 3, 8, 100.0)
+    label = "timing_signal(3, 8, 100.0)"
+    pe = got.tensor(label, shape=(3, 8), dtype=torch.float32).double()
+    for expected in (T2T_SMALL, T2T_PAPER_SPACING):
+        if torch.allclose(pe[:, _FROM_INTERLEAVED], expected.double(), atol=1e-6):
+            raise AssertionError(
+                f"{label} interleaves the columns (sin, cos of pair 0, then of pair 1, ...), the paper's layout of "
+                f"question 1: here columns 0 to n - 1 hold the sines of pairs 0 to n - 1 and columns n to d - 1 their "
+                f"cosines (n = d / 2)"
+            )
+        if torch.allclose(pe[:, _FROM_COS_FIRST], expected.double(), atol=1e-6):
+            raise AssertionError(f"{label} puts the cosines first: the sines come first, then the cosines")
+    assert not torch.allclose(pe, T2T_PAPER_SPACING.double(), atol=1e-6), (
+        f"{label} uses the paper's frequencies omega_i = base ** (-2i / d): here omega_i = base ** (-i / (n - 1)) "
+        f"with n = d / 2, so the slowest pair's is exactly 1 / base (at d = 8, pair 1 turns by 100 ** (-1 / 3) = "
+        f"0.2154 radians per position, not 100 ** (-1 / 4) = 0.3162)"
+    )
+    assert not torch.allclose(pe, T2T_BASE_10000.double(), atol=1e-6), (
+        f"{label} is the table for base 10000: omega_i = base ** (-i / (n - 1)) with the base argument"
+    )
+    assert torch.allclose(pe, T2T_SMALL.double(), atol=1e-6), (
+        f"{label} is {_rounded_rows(pe)}, expected {_rounded_rows(T2T_SMALL)}: column i is sin(p * omega_i) and "
+        f"column n + i cos(p * omega_i), omega_i = base ** (-i / (n - 1)), n = d / 2, for the positions p = 0, 1, 2"
+    )
+
+
+@test("q4", points=0.25)
+def timing_signal_rows_start_at_start(timing_signal):
+    got = yield [run(timing_signal, 2, 8, 100.0, start=5), run(timing_signal, 8, 8, 100.0)]
+    label = "timing_signal(2, 8, 100.0, start=5)"
+    out = got[0].tensor(label, shape=(2, 8), dtype=torch.float32)
+    full = got[1].tensor("timing_signal(8, 8, 100.0)", shape=(8, 8), dtype=torch.float32)
+    # only that row j is position start + j, whatever the formula (the check of timing_signal(3, 8, 100.0) grades
+    # that): the rows are compared with the answer's own table from position 0, whose row 0 is sin 0 and cos 0
+    assert sorted(full[0].tolist()) == [0.0] * 4 + [1.0] * 4 and bool(full.abs().le(1.0).all()), (
+        "timing_signal(8, 8, 100.0) must be a table of sines and cosines whose row 0 (position 0) holds sin 0 and "
+        "cos 0 of each pair (four zeros and four ones)"
+    )
+    assert not torch.allclose(out, full[:2], atol=1e-6), (
+        f"{label} is rows 0 and 1, positions 0 and 1: row j holds position start + j (here 5 and 6)"
+    )
+    assert not (torch.allclose(out, full[4:6], atol=1e-6) or torch.allclose(out, full[6:8], atol=1e-6)), (
+        f"{label} is off by one position: row j holds position start + j, so rows 0 and 1 are positions 5 and 6"
+    )
+    assert torch.allclose(out, full[5:7], atol=1e-6), (
+        f"{label} must equal rows 5 and 6 of timing_signal(8, 8, 100.0): row j holds position start + j"
+    )
+
+
+@test("q4", points=0.5)
+def timing_signal_float64_angles(timing_signal):
+    got = yield run(timing_signal, 10001, 64)
+    label = "timing_signal(10001, 64)"
+    far = got.tensor(label, shape=(10001, 64), dtype=torch.float32)[10000]
+    error = (far.double() - T2T_FAR.double()).abs().max().item()
+    assert error < 1e-2, (
+        f"{label}[10000] is off by {error:.1e}, more than precision explains: the formula or the layout is wrong "
+        f"(the check of timing_signal(3, 8, 100.0) says which)"
+    )
+    assert error < 2e-6, (
+        f"{label}[10000] is off by {error:.1e} (a float32 table rounds by about 6e-8): compute the positions, omega "
+        f"and the angles in float64 and cast the table to float32 at the end"
+    )
+
+
+@test("q4", points=0.25)
+def timing_signal_empty_table_and_bad_widths(timing_signal):
+    got = yield [run(timing_signal, 0, 8), run(timing_signal, 1, 4), run(timing_signal, 5, 7),
+                 run(timing_signal, 5, 2)]
+    got[0].tensor("timing_signal(0, 8) (no positions)", shape=(0, 8), dtype=torch.float32)
+    row = got[1].tensor("timing_signal(1, 4)", shape=(1, 4), dtype=torch.float32)[0]
+    assert sorted(row.tolist()) == [0.0, 0.0, 1.0, 1.0], (
+        "timing_signal(1, 4) must be position 0's row, sin 0 and cos 0 for each pair (two zeros and two ones)"
+    )
+    got[2].raises("timing_signal(5, 7) (an odd d_model)", ValueError)
+    got[3].raises("timing_signal(5, 2) (a single pair: the step divides by n - 1 = 0)", ValueError)

@@ -21,6 +21,7 @@ from .grading_cases import (
     _partial_rope,
     _roberta,
     _step_bytes,
+    _timing,
     _truncated,
     _truncated_redrawn,
     solution_answers,
@@ -520,6 +521,47 @@ PUBLIC_MISTAKES = {
                 "first_rise(16) is 3, expected 4",
             ),
         },
+        "q4": {
+            "the paper's spacing base ** (-2i / d)": (
+                _timing(step="n"),
+                "timing_signal(3, 8, 100.0) uses the paper's frequencies omega_i = base ** (-2i / d): here omega_i = "
+                "base ** (-i / (n - 1))",
+                "float64",
+            ),
+            "interleaved columns (the paper's layout)": (
+                _timing(layout="torch.stack((sin, cos), dim=-1).flatten(1)"),
+                "timing_signal(3, 8, 100.0) interleaves the columns (sin, cos of pair 0, then of pair 1, ...)",
+                "float64",
+                "start + j",
+            ),
+            "the cosines first": (
+                _timing(layout="torch.cat((cos, sin), dim=1)"),
+                "timing_signal(3, 8, 100.0) puts the cosines first",
+                "float64",
+            ),
+            "the base hard-coded to 10000": (
+                "_solved = timing_signal\n"
+                "def timing_signal(length, d_model, base=10000.0, start=0):\n"
+                "    return _solved(length, d_model, start=start)",
+                "timing_signal(3, 8, 100.0) is the table for base 10000",
+            ),
+            "float32 angles": (
+                _timing(angles="float32"),
+                "timing_signal(10001, 64)[10000] is off by {2e-6..1e-2} (a float32 table rounds by about 6e-8): "
+                "compute the positions, omega and the angles in float64",
+            ),
+            "start ignored": (
+                _timing(first="0"),
+                "timing_signal(2, 8, 100.0, start=5) is rows 0 and 1, positions 0 and 1: row j holds position "
+                "start + j",
+                "float64",
+            ),
+            "no error for d_model = 2 (one pair)": (
+                _timing(check=""),
+                "timing_signal(5, 2) (a single pair: the step divides by n - 1 = 0) must raise ValueError, but it "
+                "returned a tensor of shape (5, 2)",
+            ),
+        },
     },
     "04_fusion": {
         "q1": {
@@ -940,6 +982,8 @@ ONE_MISS = {
         _roberta("(real.int().cumsum(dim=1).int() + offset) * real.int() + padding_idx"),
         1.5,
     ),
+    "float32 angles in Tensor2Tensor's table": ("03_sinusoidal", "q4", _timing(angles="float32"), 2.25),
+    "Tensor2Tensor's table from position 0 whatever the start": ("03_sinusoidal", "q4", _timing(first="0"), 2.5),
     "a right mask without the TypeError": (
         "04_fusion",
         "q3",

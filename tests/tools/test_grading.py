@@ -575,7 +575,8 @@ def test_the_same_wrong_notebook_gets_the_same_grade_every_time(built_exercises,
 @pytest.fixture(scope="module")
 def cheat_batch(built_exercises, tmp_path_factory):
     """The batch of exercise 03 (see grading_cases/cheats.py) graded through the CLI under the limits of
-    LIMIT_OPTIONS, and, at the same time, a notebook that loops in q3, graded with a short time limit."""
+    LIMIT_OPTIONS, and, at the same time, a notebook that loops in q3 (q4 right after it), graded with a short time
+    limit."""
     folder = tmp_path_factory.mktemp("cheats")
     out = folder / "gradebook.csv"
     student = nbformat.read(built_exercises["03_sinusoidal"].student, as_version=4)
@@ -616,8 +617,9 @@ def cheat_batch(built_exercises, tmp_path_factory):
 
 
 def _assert_scores(row: dict, case) -> None:
-    """``row`` (a gradebook line) holds ``case.scores`` for q1, q2, q3 (``None``: an empty cell) and their total."""
-    assert tuple(float(row[q]) if row[q] else None for q in ("q1", "q2", "q3")) == case.scores, (case.path, row)
+    """``row`` (a gradebook line) holds ``case.scores`` for q1, q2, q3, q4 (``None``: an empty cell) and their
+    total."""
+    assert tuple(float(row[q]) if row[q] else None for q in ("q1", "q2", "q3", "q4")) == case.scores, (case.path, row)
     assert float(row["total"]) == sum(s or 0 for s in case.scores), (case.path, row)
 
 
@@ -629,7 +631,7 @@ def test_every_cheat_and_broken_submission_scores_only_what_it_answered(cheat_ba
         row = rows[str(batch_dir / case.path)]
         _assert_scores(row, case)
         assert case.error in row["error"], (case.path, row["error"])
-        if case.error == "" and case.scores == (4, 3, 2):
+        if case.error == "" and case.scores == (4, 3, 2, 3):
             assert row["error"] == "", (case.path, row["error"])
 
 
@@ -639,18 +641,21 @@ def test_a_folder_per_student_batch_is_graded_whole(cheat_batch):
     assert len(rows) == len(cheat_batch["cases"]) and len(set(students)) == len(students)
     assert {"alice", "bob", "groups", "dave"} <= set(students)  # the folder given holds one folder per student
     dave = next(r for r in rows if r["student"] == "dave")
-    assert dave["submission"].endswith(".zip") and dave["total"] == "9"  # his later submission won
+    assert dave["submission"].endswith(".zip") and dave["total"] == "12"  # his later submission won
     assert all(r["submitted"] and r["graded_at"] for r in rows)
     feedback = cheat_batch["folder"] / "gradebook-feedback"
     alice = json.loads((feedback / "alice" / "03_sinusoidal" / "results.json").read_text())
-    assert alice["score"] == 9 and all(t["score"] == t["max_score"] for t in alice["tests"])
+    assert alice["score"] == 12 and all(t["score"] == t["max_score"] for t in alice["tests"])
     bob = (feedback / "bob" / "03_sinusoidal" / "feedback.txt").read_text()
-    assert "score: 0 / 9" in bob and "[hidden] sinusoidal_matches_reference (1.6): failed\n" in bob
+    assert "score: 0 / 12" in bob and "[hidden] sinusoidal_matches_reference (1.6): failed\n" in bob
 
 
 def test_a_time_limit_keeps_the_questions_answered_before_it(cheat_batch):
     row = cheat_batch["loop"]
-    assert (row.scores, row.error.split(" (")[0]) == ({"q1": 4.0, "q2": 3.0, "q3": 0.0}, "timed out after 60 s")
+    assert (row.scores, row.error.split(" (")[0]) == (
+        {"q1": 4.0, "q2": 3.0, "q3": 0.0, "q4": 0.0},
+        "timed out after 60 s",
+    )
 
 
 def test_nothing_a_submission_started_survives_and_the_gradebook_stays_as_written(cheat_batch):

@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = find_exercises(ROOT / "exercises")
 NAMES = [e.name for e in EXERCISES]
 
-#: What a file whose exercise is unknown (it names none or cannot be read) scores on q1, q2, q3: its gradebook row
-#: leaves the question cells empty and totals 0.
-NOT_READ = (None, None, None)
+#: What a file whose exercise is unknown (it names none or cannot be read) scores on q1, q2, q3, q4: its gradebook
+#: row leaves the question cells empty and totals 0.
+NOT_READ = (None, None, None, None)
 
 
 def _partial_rope(pairs="half", width="r", angles="float64", r="rotary_dim", check="not 2 <= rotary_dim <= d"):
@@ -92,6 +92,24 @@ def _roberta(positions="(real.cumsum(dim=1) + offset) * real + padding_idx", che
     )
 
 
+def _timing(
+    layout="torch.cat((sin, cos), dim=1)", step="(n - 1)", angles="float64", first="start", check="or d_model < 4"
+):
+    """A ``timing_signal`` (exercise 03, question 4) with one mistake: ``layout`` how the sines and cosines are laid
+    out, ``step`` the divisor of the frequencies' exponent (``"n"``: the paper's ``base ** (-2i / d)``), ``angles``
+    their dtype, ``first`` the first position, ``check`` the test of small widths besides odd ones."""
+    return (
+        "def timing_signal(length, d_model, base=10000.0, start=0):\n"
+        f"    if d_model % 2 {check}:\n"
+        "        raise ValueError('d_model must be even and at least 4')\n"
+        "    n = d_model // 2\n"
+        f"    omega = base ** (-torch.arange(n, dtype=torch.{angles}) / {step})\n"
+        f"    angles = torch.arange({first}, {first} + length, dtype=torch.{angles})[:, None] * omega\n"
+        "    sin, cos = angles.sin(), angles.cos()\n"
+        f"    return {layout}.float()"
+    )
+
+
 def _step_bytes(
     index="8",
     moments='{"sgd": 0, "adagrad": 1, "adam": 2, "sparseadam": 2}',
@@ -141,6 +159,13 @@ ALIASES = {
     },
     "03_sinusoidal": {
         1: "def rotation(k, d_model, base=10000.0):\n    return ce.offset_rotation(k, d_model, base)",
+        # Tensor2Tensor's spacing is the paper's with the base raised to d / (d - 2), laid out by the lab's reorder
+        3: "from course_embed.lab.sinusoidal import halves_layout\n"
+        "\n"
+        "def timing_signal(length, d_model, base=10000.0, start=0):\n"
+        "    paper_base = base ** (d_model / (d_model - 2))\n"
+        "    table = ce.sinusoidal_table(start + length, d_model, paper_base, dtype=torch.float64)[start:]\n"
+        "    return halves_layout(table).float()",
     },
     "04_fusion": {
         1: "class ConcatFusion(nn.Module):\n"
@@ -242,6 +267,13 @@ WRONG_ANSWERS = {
             "    m[i, i], m[i, i + 1], m[i + 1, i], m[i + 1, i + 1] = angles.cos(), angles.sin(), -angles.sin(), "
             "angles.cos()\n"
             "    return m",
+        },
+        "q4": {
+            "the paper's spacing base ** (-2i / d)": _timing(step="n"),
+            "interleaved columns (the paper's layout)": _timing(layout="torch.stack((sin, cos), dim=-1).flatten(1)"),
+            "float32 angles": _timing(angles="float32"),
+            "start ignored": _timing(first="0"),
+            "no error for d_model = 2": _timing(check=""),
         },
     },
     "04_fusion": {

@@ -147,12 +147,12 @@ ATTACKS = {
 
 @dataclass
 class Hostile:
-    """One submission of the mixed batch: where it goes, what it must score (q1, q2, q3; ``None`` where its row's
-    question cells are empty, as for a file that cannot be read), what its error must contain and must not
+    """One submission of the mixed batch: where it goes, what it must score (q1, q2, q3, q4; ``None`` where its
+    row's question cells are empty, as for a file that cannot be read), what its error must contain and must not
     contain."""
 
     path: str
-    scores: tuple[float | None, float | None, float | None]
+    scores: tuple[float | None, float | None, float | None, float | None]
     error: str = ""
     never: tuple[str, ...] = ("\x1b",)
 
@@ -177,26 +177,31 @@ def build_mixed_batch(folder: Path, student_nb, solution: list[str], memory_cgro
         nb.cells.append(new_code_cell(attack))
         return nb
 
-    put("honest1/03_sinusoidal.ipynb", good, Hostile("honest1/03_sinusoidal.ipynb", (4, 3, 2)))
-    put("honest2/03_sinusoidal.ipynb", good, Hostile("honest2/03_sinusoidal.ipynb", (4, 3, 2)))
+    put("honest1/03_sinusoidal.ipynb", good, Hostile("honest1/03_sinusoidal.ipynb", (4, 3, 2, 3)))
+    put("honest2/03_sinusoidal.ipynb", good, Hostile("honest2/03_sinusoidal.ipynb", (4, 3, 2, 3)))
     expected = {
-        "h01_sparse_indices": Hostile("", (0, 0, 0)),
-        "h02_stride_zero": Hostile("", (0, 0, 0)),
-        "h03_deflate_bomb": Hostile("", (0, 0, 0)),
-        "h04_fifo_and_links": Hostile("", (0, 0, 0), "", ("\x1b", "root:x:0:0")),
-        "h05_forged_notes": Hostile("", (4, 3, 2), "(more than 20 notes; the rest left out)"),
-        "h06_many_folders": Hostile("", (4, 3, 2), "more than 2000 files and folders"),
-        "h07_escape": Hostile("", (4, 3, 2), "", ("\x1b", "ESCAPED")),
-        "h09_process_limit": Hostile("", (4, 3, 2), "reported, stopped at the sandbox's process limit (64 processes"),
-        "h10_stale_checkpoint": Hostile("", (4, 3, 0), "q3: the tests wrote no outputs"),
+        "h01_sparse_indices": Hostile("", (0, 0, 0, 0)),
+        "h02_stride_zero": Hostile("", (0, 0, 0, 0)),
+        "h03_deflate_bomb": Hostile("", (0, 0, 0, 0)),
+        "h04_fifo_and_links": Hostile("", (0, 0, 0, 0), "", ("\x1b", "root:x:0:0")),
+        "h05_forged_notes": Hostile("", (4, 3, 2, 3), "(more than 20 notes; the rest left out)"),
+        "h06_many_folders": Hostile("", (4, 3, 2, 3), "more than 2000 files and folders"),
+        "h07_escape": Hostile("", (4, 3, 2, 3), "", ("\x1b", "ESCAPED")),
+        "h09_process_limit": Hostile(
+            "", (4, 3, 2, 3), "reported, stopped at the sandbox's process limit (64 processes"
+        ),
+        # q3's answer ends the last gathering's child, which goes on to q4: only q3's points are lost
+        "h10_stale_checkpoint": Hostile("", (4, 3, 0, 3), "q3: the tests wrote no outputs"),
         "h11_exit_152": Hostile(
-            "", (4, 3, 2), "below the CPU time limit (600 s per process), so no limit stopped it" if counted else "152"
+            "",
+            (4, 3, 2, 3),
+            "below the CPU time limit (600 s per process), so no limit stopped it" if counted else "152",
         ),
         "h12_unlinked_fallocate": Hostile(
-            "", (4, 3, 2), "stopped at the sandbox's disk limit (512 MiB" if os.geteuid() == 0 else ""
+            "", (4, 3, 2, 3), "stopped at the sandbox's disk limit (512 MiB" if os.geteuid() == 0 else ""
         ),
         "h08_memory_sum": Hostile(
-            "", (4, 3, 2), "memory limit (2 GiB for all its processes together)" if memory_cgroup else ""
+            "", (4, 3, 2, 3), "memory limit (2 GiB for all its processes together)" if memory_cgroup else ""
         ),
     }
     for name, attack in ATTACKS.items():
@@ -216,7 +221,7 @@ def build_mixed_batch(folder: Path, student_nb, solution: list[str], memory_cgro
     for rel, (text, error) in broken.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text)
-        cases.append(Hostile(rel, (4, 3, 2) if not error else NOT_READ, error))
+        cases.append(Hostile(rel, (4, 3, 2, 3) if not error else NOT_READ, error))
     (folder / "b05_encrypted").mkdir()
     with zipfile.ZipFile(folder / "b05_encrypted" / "03_sinusoidal.zip", "w") as zf:
         zf.writestr("03_sinusoidal.ipynb", nbformat.writes(good))
