@@ -9,6 +9,7 @@ Variants (forward under torch.inference_mode(), float32):
   package     TransformerEmbedding, default eager path: id check, gather into the output, then one in-place add
               with the scale folded in (two passes: TokenEmbedding.lookup_add)
   two-pass    the same two passes without the layer around them (no id check, no module call)
+  one-pass    the lab's OnePassEmbedding: id check, then one F.embedding_bag over token and position rows (chapter 6)
   compiled    TransformerEmbedding(compile=True): torch.compile of the textbook computation, one fused loop
   c-textbook  torch.compile of the whole textbook layer (nn.Embedding, the scale, the table add)
   c-package   torch.compile of the whole package layer: one graph, the id check inside it
@@ -30,7 +31,7 @@ from torch import nn
 
 import course_embed as ce
 from course_embed.checks import check_ids
-from course_embed.lab import bench
+from course_embed.lab import bench, one_pass
 from course_embed.token import _lookup_add
 
 from common import machine, parse
@@ -66,12 +67,16 @@ def one_shape(
     pe = ce.sinusoidal_table(s, d, device=device)
     ids = torch.randint(0, v, (b, s), generator=gen).to(device)
     pe_rows = package.positions.encoding(s, 0, device=device)
+    single = one_pass.OnePassEmbedding(v, d, max_len=s, device=device)
+    with torch.no_grad():
+        single.token.weight.copy_(package.token.weight)
     variants = {
         "textbook": lambda: emb(ids) * math.sqrt(d) + pe[:s],
         "textbook'": lambda: emb(ids) * math.sqrt(d) + pe[:s],
         "gather": lambda: F.embedding(ids, emb.weight),
         "package": lambda: package(ids),
         "two-pass": lambda: _lookup_add(ids, package.token.weight, pe_rows, math.sqrt(d), None),
+        "one-pass": lambda: single(ids),
     }
     if compiled_too:
         compiled = ce.TransformerEmbedding(v, d, dropout=0.0, max_len=s, device=device, compile=True).eval()
@@ -87,7 +92,7 @@ def one_shape(
         expected = emb(ids) * math.sqrt(d) + pe[:s]
         if compiled_too:
             assert torch.equal(variants["c-gather"](), variants["gather"]())
-        for name in ("package", "two-pass", "compiled", "c-textbook", "c-package"):  # also compiles, before any timing
+        for name in ("package", "two-pass", "one-pass", "compiled", "c-textbook", "c-package"):  # also compiles, before any timing
             if name in variants:
                 torch.testing.assert_close(variants[name](), expected, rtol=1e-6, atol=1e-5)
         nbytes, gathered = bench.embedding_bytes(b, s, d, 4), bench.gather_bytes(b, s, d, 4)
@@ -115,6 +120,12 @@ def one_shape(
     eager, gather = table.row("package").seconds, table.row("gather").seconds
     mid, low, high = table.ratio_ci("textbook", "package")
     noise = table.ratio_ci("textbook", "textbook'")
+    one_mid, one_low, one_high = table.ratio_ci("two-pass", "one-pass")
+    floor = table.noise_floor()
+    if one_low > floor[1] or one_high < floor[0]:
+        one_verdict = "clear of the floor, one-pass " + ("faster" if one_low > floor[1] else "slower")
+    else:
+        one_verdict = "reaches the floor, not resolved"
     extra = nbytes / gathered  # a one-pass layer's minimum bytes over the gather's
     bound = table.row("textbook").seconds / (extra * gather)
     lines = [
@@ -122,6 +133,7 @@ def one_shape(
         f"noise floor: textbook / textbook' = {noise[0]:.2f}x [{noise[1]:.2f}, {noise[2]:.2f}]",
         f"package eager: {mid:.2f}x textbook [{low:.2f}, {high:.2f}] (goal >= 1.7), "
         f"{eager / gather:.2f}x the bare gather's time (goal <= 1.5)",
+        f"one-pass: two-pass / one-pass time {one_mid:.2f}x [{one_low:.2f}, {one_high:.2f}]: {one_verdict}",
         f"a one-pass layer moving its {extra:.3f}x the gather's bytes at the gather's rate: "
         f"{bound:.2f}x textbook, {extra:.2f}x the gather's time",
     ]

@@ -17,7 +17,7 @@ SCRIPTS = {
     "rope.py": ["noise floor (hf / hf'", "goal: both layouts >= 60% of copy"],
     "decode.py": ["noise floor (none / none'", "goal: no step > 5x the unscaled step", "bytes held in buffers"],
     "attention_positions.py": ["noise floor (rotate_half / rotate_half'", "torch.bfloat16", "key-only on apply"],
-    "input_layer.py": ["noise floor (textbook / textbook'", "package eager:", "id check:"],
+    "input_layer.py": ["noise floor (textbook / textbook'", "package eager:", "one-pass: two-pass", "id check:"],
     "roofline.py": ["GB/s", "ridge point"],
     "training.py": ["one training step of TinyGPT", "noise floor (float32 / float32'", "2 processes, gloo"],
 }

@@ -6,8 +6,11 @@ Shapes: ``b`` batch, ``s`` sequence, ``d`` model width, ``v`` vocabulary, ``n = 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -96,6 +99,24 @@ def _backward_phase(event, forward: dict[int, str]) -> str | None:
     return phase.replace(" fwd", " bwd")
 
 
+@contextlib.contextmanager
+def quiet_native_stderr():
+    """Send what native code writes to file descriptor 2 to the null device while the block runs.
+
+    The profiler's C++ library logs a line at every start and stop of a profile, straight to descriptor 2 (no
+    setting turns it off); a chapter's output has no use for them. Python exceptions still propagate.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "wb") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def profile_step(model: TinyGPT, ids: torch.Tensor, targets: torch.Tensor, *, warmup: int = 1) -> dict[str, float]:
     """Milliseconds of each phase (:data:`PHASES`) of one training step, from ``torch.profiler`` (CPU time).
 
@@ -122,7 +143,7 @@ def profile_step(model: TinyGPT, ids: torch.Tensor, targets: torch.Tensor, *, wa
 
     for _ in range(warmup):
         step()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
         step()
     totals = dict.fromkeys(PHASES, 0.0)
     events = prof.events()

@@ -1,5 +1,7 @@
 """The training-step profile, the chunked cross-entropy (against F.cross_entropy in float64) and the memory meter."""
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -72,3 +74,10 @@ def test_backward_nodes_count_in_the_phase_whose_forward_created_them(gen):
     assert nodes[("NativeLayerNormBackward0", "head + loss bwd")] == 1  # the final norm
     assert nodes[("NativeLayerNormBackward0", "blocks bwd")] == 4
     assert nodes[("_LookupAddBackward", "input layer bwd")] == 1
+
+
+def test_quiet_native_stderr_silences_descriptor_2_and_restores_it(capfd):
+    with profile_step.quiet_native_stderr():
+        os.write(2, b"hidden\n")
+    os.write(2, b"shown\n")
+    assert capfd.readouterr().err == "shown\n"
