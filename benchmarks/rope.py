@@ -8,8 +8,8 @@ Variants (forward under torch.inference_mode(), float32, q and k of shape (1, h,
   half          RotaryEmbedding(h_d, layout="half")(q, k): cos and sin of the call's positions computed in the call
                 (float64 angles rounded to float32), then per tensor two half-width products, two multiply-adds and
                 a concatenation
-  interleaved   RotaryEmbedding(h_d, layout="interleaved")(q, k): the same cos and sin, the same arithmetic on the
-                even and odd dims, then a stack that interleaves the results
+  interleaved   RotaryEmbedding(h_d, layout="interleaved")(q, k): the same cos and sin, then one complex
+                multiplication per tensor (the pairs (x_2i, x_2i+1) seen as complex numbers, a view, no copy)
   copy          a copy moving the same minimum bytes, 4 (2 b h s h_d + 2 s h_d) with h the heads of q and k together
 The package's layouts pay for their cos and sin in every call; hf does not (its tables are built once, outside the
 timed call). Timed with course_embed.lab.bench.compare: interleaved rounds in shuffled order, speed-ups as the

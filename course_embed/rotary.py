@@ -106,14 +106,21 @@ def layout_permutation(head_dim: int) -> torch.Tensor:
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
     """Rotate the first ``r = 2p`` dims of ``x`` ``(b, h, s, h_d)`` pair by pair; the rest pass through.
 
-    ``cos`` and ``sin`` ``(b, 1, s, p)`` (or broadcastable) are those of the angles ``m theta_i``; they are cast to
-    ``x``'s dtype and device.
+    ``cos`` and ``sin`` ``(b, 1, s, p)`` (or broadcastable) are those of the angles ``m theta_i``.
+
+    ``"interleaved"``: pair ``i`` is the complex number ``x_{2i} + i x_{2i+1}``, and the rotation is one complex
+    multiplication by ``cos + i sin`` (``(x1 cos - x2 sin) + i (x2 cos + x1 sin)``), in float32 (float64 for a
+    float64 ``x``) and cast back, as Meta's LLaMA code does (``llama/model.py``). ``"half"``: the same two products
+    in ``x``'s dtype, with cos and sin cast to it, as transformers' ``apply_rotary_pos_emb`` does.
     """
-    cos, sin, p = cos.to(x), sin.to(x), cos.shape[-1]
+    p = cos.shape[-1]
     if layout == "interleaved":
-        x1, x2 = x[..., : 2 * p].unflatten(-1, (p, 2)).unbind(-1)  # (b, h, s, p) each: dims 2i and 2i + 1
-        rotated = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+        wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+        pairs = torch.view_as_complex(x[..., : 2 * p].to(wide).unflatten(-1, (p, 2)).contiguous())  # (b, h, s, p)
+        turn = torch.complex(cos.to(x.device, wide), sin.to(x.device, wide))
+        rotated = torch.view_as_real(pairs * turn).flatten(-2).to(x.dtype)
     else:
+        cos, sin = cos.to(x), sin.to(x)
         x1, x2 = x[..., :p], x[..., p : 2 * p]  # dims i and i + p
         rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
     if 2 * p == x.shape[-1]:
@@ -304,7 +311,8 @@ class RotaryEmbedding(nn.Module):
         """Rotate ``x`` ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1`` (or ``position_ids``
         ``(b, s)``); returns ``(b, h, s, h_d)``."""
         check_heads(x, self.head_dim)
-        return apply_rotary(x, *self.cos_sin(rope_positions(x, offset, position_ids), x.dtype), self.layout)
+        wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+        return apply_rotary(x, *self.cos_sin(rope_positions(x, offset, position_ids), wide), self.layout)
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None
