@@ -45,8 +45,8 @@ def draw_input_layer(highlight: str | None = None):
     """
     if highlight is not None and highlight not in BOXES:
         raise ValueError(f"highlight must be one of {tuple(BOXES)} or None, got {highlight!r}")
-    fig, ax = plt.subplots(figsize=(12, 3.0))
-    width, height, gap = 1.0, 0.9, 0.28
+    fig, ax = plt.subplots(figsize=(12, 3.4))
+    width, height, gap = 1.0, 0.9, 0.2
     centres = {}
     for i, (name, (label, chapters)) in enumerate(BOXES.items()):
         x = i * (width + gap)
@@ -70,10 +70,10 @@ def draw_input_layer(highlight: str | None = None):
             label,
             ha="center",
             va="center",
-            fontsize=8.5,
+            fontsize=10,
             fontweight="bold" if name == highlight else "normal",
         )
-        ax.text(x + width / 2, -0.12, chapters, ha="center", va="top", fontsize=7.5, color="dimgray")
+        ax.text(x + width / 2, -0.12, chapters, ha="center", va="top", fontsize=9.5, color="dimgray")
         if i:
             ax.add_patch(
                 FancyArrowPatch(
@@ -97,31 +97,31 @@ def draw_input_layer(highlight: str | None = None):
         "the same (V, d) table W when input and output are tied",
         ha="center",
         va="bottom",
-        fontsize=8,
+        fontsize=10,
         color="tab:blue",
     )
     ax.text(
         centres["output"] + width / 2,
-        -0.45,
+        -0.55,
         FOOTER,
         ha="right",
         va="top",
-        fontsize=7.5,
+        fontsize=9.5,
         color="dimgray",
         style="italic",
     )
     ax.text(
         centres["ids"] - width / 2,
-        -0.45,
+        -0.55,
         LEGEND,
         ha="left",
         va="top",
-        fontsize=7.5,
+        fontsize=9.5,
         color="dimgray",
         style="italic",
     )
     ax.set_xlim(-0.1, len(BOXES) * (width + gap))
-    ax.set_ylim(-0.65, height + 0.9)
+    ax.set_ylim(-0.8, height + 0.9)
     ax.set_axis_off()
     title = "The input layer and what it feeds: from token ids to the logits"
     ax.set_title(title if highlight is None else f"{title} (this chapter: {highlight})", fontsize=10)
