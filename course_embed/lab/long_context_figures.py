@@ -121,16 +121,18 @@ def rope_pairs_animation(rotated: Callable[[int], tuple], rates: Sequence[float]
 
 def rope_decay(score: np.ndarray, band: np.ndarray, head_dim: int):
     """Cell "RoPE score against distance": ``score`` ``(n,)`` of q = k against distance, ``band`` ``(2, n)`` the 5th
-    and 95th percentiles of independent random pairs."""
+    and 95th percentiles of independent random pairs, both divided by the head width d; the trivial bound
+    |q| |k| / d = 1 of the q = k curve is drawn dashed."""
     span = len(score)
     fig, ax = plt.subplots(figsize=(7, 2.8))
     ax.fill_between(range(span), band[0], band[1], color="0.85", label="independent random q, k (5-95%)")
     ax.plot(score, lw=0.8, label="q = k = (1, ..., 1)")
+    ax.axhline(1, color="0.3", lw=0.8, ls="--", label="trivial bound |q| |k| / d")
     ax.axhline(0, color="0.6", lw=0.8)
     ax.set_xscale("symlog", linthresh=10)
     ax.set_xlim(0, span)
-    ax.set_xlabel("distance m - n (tokens)")
-    ax.set_ylabel("score / (q . q at 0)")
+    ax.set_xlabel("distance m - n (tokens; linear below 10, logarithmic above)")
+    ax.set_ylabel("score / d")
     ax.set_title(f"RoPE score against distance (head_dim {head_dim}, base 10000)", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
@@ -142,17 +144,17 @@ def alibi(slopes: np.ndarray, bias: np.ndarray, head: int = 1):
     h, s = bias.shape[0], bias.shape[-1]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), gridspec_kw={"width_ratios": [1.4, 1]})
     for i in range(h):
-        axes[0].plot(range(s), bias[i, -1], lw=1.2, label=f"head {i}: m = 1/{1 / slopes[i]:g}")
-    axes[0].set_xlabel(f"key position j (query at i = {s - 1})")
+        axes[0].plot(range(s), bias[i, -1], lw=1.2, label=f"head {i}: slope 1/{1 / slopes[i]:g}")
+    axes[0].set_xlabel(f"key position n (query at m = {s - 1})")
     axes[0].set_ylabel("bias added to the score")
     axes[0].legend(fontsize=8, ncol=2)
     axes[0].set_title("ALiBi's penalty grows linearly with distance", fontsize=10)
     causal = np.where(np.triu(np.ones((s, s), dtype=bool), 1), np.nan, bias[head])
     image = axes[1].imshow(causal, cmap="viridis")
-    axes[1].set_title(f"head {head}, causal: keys j <= i only", fontsize=10)
-    axes[1].set_xlabel("key j")
-    axes[1].set_ylabel("query i")
-    fig.colorbar(image, ax=axes[1], fraction=0.046, label="bias -m (i - j)")
+    axes[1].set_title(f"head {head}, causal: keys n <= m only", fontsize=10)
+    axes[1].set_xlabel("key n")
+    axes[1].set_ylabel("query m")
+    fig.colorbar(image, ax=axes[1], fraction=0.046, label="bias -a (m - n)")
     fig.tight_layout()
     return fig
 
