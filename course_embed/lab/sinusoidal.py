@@ -249,7 +249,7 @@ def plot_heatmap(length: int = 100, d_model: int = 512, dims: int = 128, base: f
         right.axvline(dims / 2 - 0.5, color="k", lw=1)
         right.set_xlabel(f"column: sines of pairs 0-{dims // 2 - 1}, then their cosines")
         right.set_ylabel("position")
-        right.set_title("[sin | cos] halves (as in Tensor2Tensor, fairseq), same frequencies", fontsize=9)
+        right.set_title("[sin | cos] layout of Tensor2Tensor/fairseq, with this page's frequencies", fontsize=9)
     fig.colorbar(image, ax=list(axes.flat), label="PE value")
     fig.suptitle(f"d_model = {d_model}, first {dims} dimensions: left changes fast, right slowly", fontsize=10)
     return fig
@@ -311,7 +311,7 @@ def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 10
         raise ValueError(f"positions must be >= 2, got {positions}")
     table = sinusoidal_table(positions, d_model, base)  # (s, d)
     lengths = wavelengths(d_model, base)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     if halves:
         image = left.imshow(
             halves_layout(table).numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
@@ -333,8 +333,8 @@ def plot_explorer(d_model: int = 128, base: float = 10000.0, positions: int = 10
     left.set_ylim(positions - 0.5, -0.5)
     right.set_xlabel("position")
     right.set_ylabel("PE value")
-    right.set_ylim(-1.1, 1.6)
-    right.legend(fontsize=7, loc="upper right")
+    right.set_ylim(-1.1, 1.1)
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)  # below the axes
     layout = "[sin | cos] layout" if halves else "interleaved layout"
     fig.suptitle(
         f"sinusoidal encoding: d_model = {d_model}, base = {base:g}, {positions} positions, {layout}; "
