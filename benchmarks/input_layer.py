@@ -92,7 +92,8 @@ def one_shape(
         expected = emb(ids) * math.sqrt(d) + pe[:s]
         if compiled_too:
             assert torch.equal(variants["c-gather"](), variants["gather"]())
-        for name in ("package", "two-pass", "one-pass", "compiled", "c-textbook", "c-package"):  # also compiles, before any timing
+        # also compiles, before any timing
+        for name in ("package", "two-pass", "one-pass", "compiled", "c-textbook", "c-package"):
             if name in variants:
                 torch.testing.assert_close(variants[name](), expected, rtol=1e-6, atol=1e-5)
         nbytes, gathered = bench.embedding_bytes(b, s, d, 4), bench.gather_bytes(b, s, d, 4)
