@@ -20,7 +20,7 @@ BOXES = {
     "dropout": ("dropout", "ch. 4"),
     "attention": ("attention\nlayer 1\nq·k, softmax", "ch. 5: RoPE,\nALiBi act here"),
     "layers": ("layers\n2 … N", ""),
-    "final_norm": ("final\nLayerNorm", "pre-LN\nmodels"),
+    "final_norm": ("final\nnorm", "pre-LN\nmodels"),
     "output": ("output layer\nlogits = h Wᵀ", "ch. 1, 2"),
 }
 #: Boxes drawn with a dashed edge: only some models have them. BERT, GPT-2 and LLaMA do not scale by √d;
