@@ -316,8 +316,9 @@ def lazy_adam_study(
     optimizers saw).
 
     ``control=True`` adds a third run per seed, ``"Adam, other batches"``: dense Adam from the same init on batches
-    drawn from ``torch.Generator().manual_seed(seed + 10_000)``. Its difference from the seed's Adam run is the
-    paired noise of the batch order alone, the reference for a SparseAdam - Adam difference (bands as the seed's).
+    drawn from ``torch.Generator().manual_seed(seed + 10_000)``: other batches from the same text, not a reordering of
+    the seed's. Its difference from the seed's Adam run is the noise of drawing other data (bands as the seed's Adam
+    run's, which the control did not see); chapter 7 uses a reordering of the seed's own batches instead.
 
     Returns:
         per seed, the Adam run, the SparseAdam run (and the control) (:class:`LazyAdamRun`).
