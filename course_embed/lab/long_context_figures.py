@@ -119,15 +119,18 @@ def rope_pairs_animation(rotated: Callable[[int], tuple], rates: Sequence[float]
     return page.replace(img, f'<img alt="{alt}" aria-label="{alt}"' + img[4:])
 
 
-def rope_decay(score: np.ndarray, band: np.ndarray, head_dim: int):
+def rope_decay(score: np.ndarray, band: np.ndarray, head_dim: int, bound: np.ndarray | None = None):
     """Cell "RoPE score against distance": ``score`` ``(n,)`` of q = k against distance, ``band`` ``(2, n)`` the 5th
     and 95th percentiles of independent random pairs, both divided by the head width d; the trivial bound
-    |q| |k| / d = 1 of the q = k curve is drawn dashed."""
+    |q| |k| / d = 1 of the q = k curve is drawn dashed. ``bound`` ``(n,)``, if given, is RoFormer's bound over |q| |k|
+    for a q = k whose pair magnitudes fall smoothly, drawn dash-dotted."""
     span = len(score)
     fig, ax = plt.subplots(figsize=(7, 2.8))
     ax.fill_between(range(span), band[0], band[1], color="0.85", label="independent random q, k (5-95%)")
     ax.plot(score, lw=0.8, label="q = k = (1, ..., 1)")
     ax.axhline(1, color="0.3", lw=0.8, ls="--", label="trivial bound |q| |k| / d")
+    if bound is not None:
+        ax.plot(bound, lw=1, ls="-.", color="C3", label="RoFormer's bound / |q| |k|, smooth q = k")
     ax.axhline(0, color="0.6", lw=0.8)
     ax.set_xscale("symlog", linthresh=10)
     ax.set_xlim(0, span)
@@ -166,7 +169,7 @@ def t5_buckets(distance: np.ndarray, curves: Mapping[str, np.ndarray], num_bucke
         ax.step(distance, buckets, where="post", label=label)
     ax.axvline(max_distance, color="0.6", ls=":", lw=1)
     ax.text(max_distance + 3, 5, f"max_distance = {max_distance}", fontsize=8, color="0.4")
-    ax.set_xlabel("distance |i - j| (tokens)")
+    ax.set_xlabel("distance |m - n| between query m and key n (tokens)")
     ax.set_ylabel("bucket")
     ax.set_title(f"T5 buckets (num_buckets = {num_buckets}): exact, then logarithmic, then one for all", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -174,13 +177,14 @@ def t5_buckets(distance: np.ndarray, curves: Mapping[str, np.ndarray], num_bucke
     return fig
 
 
-def frequency_ratios(ratios: Mapping[str, np.ndarray], turns: np.ndarray, title: str, styles=None):
-    """New over old frequency per pair for every ``name -> ratio (p,)``, with dotted lines where the pairs cross 32
-    turns and 1 turn over the training length (``turns`` ``(p,)``, fastest pair first)."""
+def frequency_ratios(ratios: Mapping[str, np.ndarray], turns: np.ndarray, title: str, styles=None,
+                     betas: Sequence[float] = (32, 1)):
+    """New over old frequency per pair for every ``name -> ratio (p,)``, with dotted lines where the pairs cross each
+    of ``betas`` turns over the training length (``turns`` ``(p,)``, fastest pair first)."""
     fig, ax = plt.subplots(figsize=(7.5, 3.2))
     for name, ratio in ratios.items():
         ax.plot(ratio, label=name, **(styles or {}).get(name, {}))
-    for beta in (32, 1):
+    for beta in betas:
         index = int((turns > beta).sum())
         ax.axvline(index - 0.5, color="0.7", ls=":", lw=1)
         label = f"{beta} turn{'s' if beta > 1 else ''}\nover L"
