@@ -177,8 +177,9 @@ def t5_buckets(distance: np.ndarray, curves: Mapping[str, np.ndarray], num_bucke
     return fig
 
 
-def frequency_ratios(ratios: Mapping[str, np.ndarray], turns: np.ndarray, title: str, styles=None,
-                     betas: Sequence[float] = (32, 1)):
+def frequency_ratios(
+    ratios: Mapping[str, np.ndarray], turns: np.ndarray, title: str, styles=None, betas: Sequence[float] = (32, 1)
+):
     """New over old frequency per pair for every ``name -> ratio (p,)``, with dotted lines where the pairs cross each
     of ``betas`` turns over the training length (``turns`` ``(p,)``, fastest pair first)."""
     fig, ax = plt.subplots(figsize=(7.5, 3.2))
