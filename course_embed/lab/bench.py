@@ -152,6 +152,23 @@ def keep_freed_memory() -> bool:
         return False
 
 
+def setup_timing(threads: int) -> bool:
+    """Prepare this process for timing on the CPU, so that every variant pays for memory and compilation the same way.
+
+    Sets ``threads`` intra-op threads; turns off ``torch.utils.deterministic.fill_uninitialized_memory`` (under
+    ``torch.use_deterministic_algorithms(True)`` it fills every new tensor with NaN, an extra pass that only some
+    variants pay); turns off Inductor's disk cache of compiled graphs (its key ignores ``ATEN_CPU_CAPABILITY``, so a
+    cached kernel could come from another kernel selection); and calls :func:`keep_freed_memory`, whose result it
+    returns.
+    """
+    import torch._inductor.config
+
+    torch.set_num_threads(threads)
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    torch._inductor.config.fx_graph_cache = False
+    return keep_freed_memory()
+
+
 def make_copy(nbytes: int, device, dtype: torch.dtype = torch.float32) -> Callable[[], torch.Tensor]:
     """A reference that moves ``nbytes``: copy ``nbytes / 2`` bytes into a new tensor (read + write).
 

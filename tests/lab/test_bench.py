@@ -298,3 +298,20 @@ def test_compare_without_bytes_has_no_copy_and_no_bandwidth_columns():
     assert [r.name for r in result.rows] == ["a", "a'", "b"] and not result.has_copy
     header = result.format().splitlines()[1]
     assert "GB/s" not in header and "of copy" not in header and "speedup [95% CI]" in header
+
+
+def test_setup_timing_sets_threads_fill_and_cache():
+    import torch._inductor.config
+
+    threads, fill = torch.get_num_threads(), torch.utils.deterministic.fill_uninitialized_memory
+    cache = torch._inductor.config.fx_graph_cache
+    try:
+        kept = bench.setup_timing(1)
+        assert torch.get_num_threads() == 1
+        assert torch.utils.deterministic.fill_uninitialized_memory is False
+        assert torch._inductor.config.fx_graph_cache is False
+        assert isinstance(kept, bool)
+    finally:
+        torch.set_num_threads(threads)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+        torch._inductor.config.fx_graph_cache = cache
