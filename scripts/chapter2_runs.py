@@ -35,11 +35,24 @@ MATCHED = [
     Setting("normal", False, tied=False, score_gain=GAIN, qk_lr=GAIN),  # F
     Setting("normal", True, tied=False, qk_init=GAIN**-0.5, qk_lr=GAIN**0.5),  # G
 ]
+# the two effects pulled apart further: large score steps with the position visible and an unsaturated start
+# (F with W_q, W_k drawn sqrt(GAIN) times smaller, as G is; B with W_q, W_k at Adam's rate x sqrt(GAIN) and x 2),
+# and A's large inputs with the position restored (PE x sqrt(32)), as drawn and with its score steps matched
+PE_GAIN = (32 + 16) / (1 + 1 / 2)  # mean x^2 with PE x sqrt(32) over B's: 32
+MORE = [
+    Setting("normal", False, tied=False, score_gain=GAIN, qk_init=GAIN**-0.5),
+    Setting("normal", False, tied=False, qk_lr=GAIN**-0.5),
+    Setting("normal", False, tied=False, qk_lr=0.5),
+    Setting("normal", True, tied=False, pe_scale=32**0.5),
+    Setting("normal", True, tied=False, pe_scale=32**0.5, qk_lr=PE_GAIN),
+]
 GROUPS = {  # name: (steps, lr, settings)
     "150 steps, lr 1e-2": (150, 1e-2, [D2L, NO_FACTOR, D, F, G, *INTENDED]),
     "150 steps, lr 3e-3": (150, 3e-3, [D2L, NO_FACTOR, *INTENDED]),
     "1200 steps, lr 1e-2": (1200, 1e-2, [D2L, D, F, G, *MATCHED]),
     "1200 steps, lr 3e-3": (1200, 3e-3, [D2L, NO_FACTOR]),
+    "1200 steps, lr 1e-2, more controls": (1200, 1e-2, MORE),
+    "1200 steps, lr 1e-3": (1200, 1e-3, [D2L, NO_FACTOR]),
 }
 SEEDS_OF: dict[str, list[int]] = {}
 
