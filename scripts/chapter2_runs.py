@@ -25,21 +25,34 @@ D2L = Setting("normal", True, tied=False)  # A, d2l.ai: N(0, 1) x sqrt(d), untie
 NO_FACTOR = Setting("normal", False, tied=False)  # B: A without the factor
 # the intended design's input layer (scaled normal x sqrt(d)), untied like A, and the same table without the factor
 INTENDED = [Setting("scaled_normal", True, tied=False), Setting("scaled_normal", False, tied=False)]
-D = Setting("normal", True, tied=False, pre_norm=True)  # D: pre-LN, no saturation, the position drowned
-F = Setting("normal", False, tied=False, score_gain=GAIN)  # F: B with scores x 21.7
-G = Setting("normal", True, tied=False, qk_init=GAIN**-0.5)  # G: A with a cooled start only
+PRE_LN = Setting("normal", True, tied=False, pre_norm=True)  # C: pre-LN, no saturation, the position drowned
+HOT = Setting("normal", False, tied=False, score_gain=GAIN)  # D: B with scores x 21.7
+COOL = Setting("normal", True, tied=False, qk_init=GAIN**-0.5)  # E: A with a cooled start only
 # step-matched: the query and key projections' Adam learning rate divided by the growth of the score steps
-# (G: W_q, W_k are sqrt(GAIN) times smaller, so a step of one, acting through the other, grows by sqrt(GAIN) only)
+# (E: W_q, W_k are sqrt(GAIN) times smaller, so a step of one, acting through the other, grows by sqrt(GAIN) only)
 MATCHED = [
     Setting("normal", True, tied=False, qk_lr=GAIN),  # A
-    Setting("normal", False, tied=False, score_gain=GAIN, qk_lr=GAIN),  # F
-    Setting("normal", True, tied=False, qk_init=GAIN**-0.5, qk_lr=GAIN**0.5),  # G
+    Setting("normal", False, tied=False, score_gain=GAIN, qk_lr=GAIN),  # D
+    Setting("normal", True, tied=False, qk_init=GAIN**-0.5, qk_lr=GAIN**0.5),  # E
+]
+# the two effects pulled apart further: large score steps with the position visible and an unsaturated start
+# (F: D with W_q, W_k drawn sqrt(GAIN) times smaller, as E is; B with W_q, W_k at Adam's rate x sqrt(GAIN) and x 2),
+# and G: A's large inputs with the position restored (PE x sqrt(32)), as drawn and with its score steps matched
+PE_GAIN = (32 + 16) / (1 + 1 / 2)  # mean x^2 with PE x sqrt(32) over B's: 32
+MORE = [
+    Setting("normal", False, tied=False, score_gain=GAIN, qk_init=GAIN**-0.5),
+    Setting("normal", False, tied=False, qk_lr=GAIN**-0.5),
+    Setting("normal", False, tied=False, qk_lr=0.5),
+    Setting("normal", True, tied=False, pe_scale=32**0.5),
+    Setting("normal", True, tied=False, pe_scale=32**0.5, qk_lr=PE_GAIN),
 ]
 GROUPS = {  # name: (steps, lr, settings)
-    "150 steps, lr 1e-2": (150, 1e-2, [D2L, NO_FACTOR, D, F, G, *INTENDED]),
+    "150 steps, lr 1e-2": (150, 1e-2, [D2L, NO_FACTOR, PRE_LN, HOT, COOL, *INTENDED]),
     "150 steps, lr 3e-3": (150, 3e-3, [D2L, NO_FACTOR, *INTENDED]),
-    "1200 steps, lr 1e-2": (1200, 1e-2, [D2L, D, F, G, *MATCHED]),
+    "1200 steps, lr 1e-2": (1200, 1e-2, [D2L, PRE_LN, HOT, COOL, *MATCHED]),
     "1200 steps, lr 3e-3": (1200, 3e-3, [D2L, NO_FACTOR]),
+    "1200 steps, lr 1e-2, more controls": (1200, 1e-2, MORE),
+    "1200 steps, lr 1e-3": (1200, 1e-3, [D2L, NO_FACTOR]),
 }
 SEEDS_OF: dict[str, list[int]] = {}
 
