@@ -142,15 +142,34 @@ def rope_decay(score: np.ndarray, band: np.ndarray, head_dim: int, bound: np.nda
     return fig
 
 
+def rope_bounds(curves: Mapping[str, np.ndarray], head_dim: int):
+    """Cell "RoFormer's bound": ``name -> (n,)`` the bound divided by the trivial bound |q| |k| against distance,
+    on a log axis; 1 (the trivial bound itself) is drawn dashed, so a curve above it says nothing."""
+    fig, ax = plt.subplots(figsize=(7, 2.8))
+    for name, curve in curves.items():
+        ax.plot(curve, lw=1, label=name)
+    ax.axhline(1, color="0.3", lw=0.8, ls="--", label="trivial bound |q| |k|")
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_yscale("log")
+    ax.set_xlim(0, max(len(curve) for curve in curves.values()))
+    ax.set_xlabel("distance m - n (tokens; linear below 10, logarithmic above)")
+    ax.set_ylabel("bound / (|q| |k|)")
+    ax.set_title(f"RoFormer's bound over the trivial bound (head_dim {head_dim}, base 10000)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
 def alibi(slopes: np.ndarray, bias: np.ndarray, head: int = 1):
     """ALiBi's full bias ``(h, s, s)``: the last query's row for every head, and one head as a causal heat map."""
     h, s = bias.shape[0], bias.shape[-1]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), gridspec_kw={"width_ratios": [1.4, 1]})
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), gridspec_kw={"width_ratios": [1.4, 1]})
     for i in range(h):
         axes[0].plot(range(s), bias[i, -1], lw=1.2, label=f"head {i}: slope 1/{1 / slopes[i]:g}")
     axes[0].set_xlabel(f"key position n (query at m = {s - 1})")
     axes[0].set_ylabel("bias added to the score")
-    axes[0].legend(fontsize=8, ncol=2)
+    # below the axes, so that no line is hidden
+    axes[0].legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     axes[0].set_title("ALiBi's penalty grows linearly with distance", fontsize=10)
     causal = np.where(np.triu(np.ones((s, s), dtype=bool), 1), np.nan, bias[head])
     image = axes[1].imshow(causal, cmap="viridis")

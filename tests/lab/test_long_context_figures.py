@@ -51,6 +51,14 @@ def test_alibi_draws_every_head_and_masks_future_keys():
     lines, image = fig.axes[0].lines, fig.axes[1].images[0].get_array()
     assert len(lines) == 2 and lines[0].get_ydata().tolist() == pytest.approx([-1.5, -1.0, -0.5, 0.0])
     assert image.mask[0, 1] and not image.mask[1, 0]
+    assert fig.axes[0].get_legend().get_bbox_to_anchor().y1 < fig.axes[0].get_window_extent().y0  # below
+
+
+def test_rope_bounds_draw_each_curve_over_the_trivial_bound():
+    curves = {"a": np.array([4.0, 2.0, 1.5]), "b": np.array([1.0, 0.5, 0.1])}
+    ax = lf.rope_bounds(curves, head_dim=8).axes[0]
+    assert [line.get_ydata().tolist() for line in ax.lines[:2]] == [[4.0, 2.0, 1.5], [1.0, 0.5, 0.1]]
+    assert ax.lines[2].get_linestyle() == "--" and ax.get_yscale() == "log"
 
 
 def test_frequency_ratios_label_the_divisors_and_keep_the_legend_off_the_lines():
