@@ -128,7 +128,7 @@ def rope_decay(score: np.ndarray, band: np.ndarray, head_dim: int, bound: np.nda
     fig, ax = plt.subplots(figsize=(7, 2.8))
     ax.fill_between(range(span), band[0], band[1], color="0.85", label="independent random q, k (5-95%)")
     ax.plot(score, lw=0.8, label="q = k = (1, ..., 1)")
-    ax.axhline(1, color="0.3", lw=0.8, ls="--", label="trivial bound |q| |k| / d")
+    ax.axhline(1, color="0.3", lw=0.8, ls="--", label="bound for q = k = 1")
     if bound is not None:
         ax.plot(bound, lw=1, ls="-.", color="C3", label="RoFormer's bound / |q| |k|, smooth q = k")
     ax.axhline(0, color="0.6", lw=0.8)
