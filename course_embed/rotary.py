@@ -182,6 +182,14 @@ class RotaryEmbedding(nn.Module):
         (torch.Size([2, 8, 5, 64]), torch.Size([2, 2, 5, 64]))
         >>> bool(torch.allclose(q_rot.norm(dim=-1), q.norm(dim=-1), atol=1e-5))  # rotations keep norms
         True
+
+        A model with many layers can compute cos and sin once per forward and share them, as transformers does:
+        :meth:`cos_sin`, then :func:`apply_rotary` in each layer.
+
+        >>> from course_embed.rotary import apply_rotary
+        >>> cos, sin = rope.cos_sin(torch.arange(3, 8).expand(2, 5))  # positions (b, s) -> (b, 1, s, p) each
+        >>> bool(torch.equal(apply_rotary(q, cos, sin, rope.layout), q_rot))
+        True
     """
 
     head_dim = Fixed()
@@ -302,10 +310,13 @@ class RotaryEmbedding(nn.Module):
         each in ``dtype``, from float64 angles rounded once to float32 (then to a narrower dtype)."""
         end = positions.amax() + 1 if positions.numel() else positions.new_zeros(())  # the call's length
         angles = positions[:, None, :, None].to(self.inv_freq.dtype) * self.frequencies(end)  # (b, 1, s, p)
-        cos, sin = angles.cos() * self.attention_factor, angles.sin() * self.attention_factor
+        # One tensor, not two: torch.compile (Inductor) inlines an elementwise result into the loop that reads it,
+        # so separate cos and sin would be computed again for every head of q and k; a concatenation is computed
+        # once (benchmarks/rope.py, the "half compiled" row).
+        cos_sin = torch.cat((angles.cos(), angles.sin()), dim=-1) * self.attention_factor  # (b, 1, s, 2p)
         if dtype != torch.float64:
-            cos, sin = cos.float(), sin.float()
-        return cos.to(dtype), sin.to(dtype)
+            cos_sin = cos_sin.float()
+        return cos_sin.to(dtype).chunk(2, dim=-1)
 
     def rotate(self, x: torch.Tensor, offset=0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Rotate ``x`` ``(b, h, s, h_d)`` at positions ``offset .. offset + s - 1`` (or ``position_ids``
