@@ -184,7 +184,7 @@ class RotaryEmbedding(nn.Module):
         True
 
         A model with many layers can compute cos and sin once per forward and share them, as transformers does:
-        :meth:`cos_sin`, then :func:`apply_rotary` in each layer.
+        :meth:`cos_sin`, then ``course_embed.rotary.apply_rotary`` in each layer.
 
         >>> from course_embed.rotary import apply_rotary
         >>> cos, sin = rope.cos_sin(torch.arange(3, 8).expand(2, 5))  # positions (b, s) -> (b, 1, s, p) each
