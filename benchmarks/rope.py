@@ -34,6 +34,8 @@ own over memory; the eager rows show that.)
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 import course_embed as ce
@@ -71,11 +73,15 @@ def one_shape(
     }
     layouts = ("half", "interleaved")
     compiled = {f"{name} compiled": torch.compile(variants[name]) for name in ("hf", *layouts)} if compile else {}
-    given = {}
-    for rope in (half, interleaved) if compile else ():
-        rotate = torch.compile(rotate_both)
-        cos_sin = rope.cos_sin(torch.arange(s, device=device)[None])  # (1, 1, s, h_d / 2) each
-        given[f"{rope.layout} given"] = lambda rotate=rotate, cs=cos_sin, layout=rope.layout: rotate(q, k, *cs, layout)
+    rotate, positions = torch.compile(rotate_both), torch.arange(s, device=device)[None]
+    given = (
+        {  # cos and sin (1, 1, s, h_d / 2) each, computed here, outside the timed call
+            f"{rope.layout} given": functools.partial(rotate, q, k, *rope.cos_sin(positions), rope.layout)
+            for rope in (half, interleaved)
+        }
+        if compile
+        else {}
+    )
     with torch.inference_mode():
         for name, call in compiled.items() | given.items():
             for _ in range(2):  # compile, then one run of the compiled code
