@@ -122,13 +122,13 @@ def rope_pairs_animation(rotated: Callable[[int], tuple], rates: Sequence[float]
 def rope_decay(score: np.ndarray, band: np.ndarray, head_dim: int, bound: np.ndarray | None = None):
     """Cell "RoPE score against distance": ``score`` ``(n,)`` of q = k against distance, ``band`` ``(2, n)`` the 5th
     and 95th percentiles of independent random pairs, both divided by the head width d; the trivial bound
-    |q| |k| / d = 1 of the q = k curve is drawn dashed. ``bound`` ``(n,)``, if given, is RoFormer's bound over |q| |k|
-    for a q = k whose pair magnitudes fall smoothly, drawn dash-dotted."""
+    |q| |k| / d = 1 (Cauchy-Schwarz, for any q, k of the q = k curve's norm) is drawn dashed. ``bound`` ``(n,)``,
+    if given, is RoFormer's bound over |q| |k| for a q = k whose pair magnitudes fall smoothly, drawn dash-dotted."""
     span = len(score)
     fig, ax = plt.subplots(figsize=(7, 2.8))
     ax.fill_between(range(span), band[0], band[1], color="0.85", label="independent random q, k (5-95%)")
     ax.plot(score, lw=0.8, label="q = k = (1, ..., 1)")
-    ax.axhline(1, color="0.3", lw=0.8, ls="--", label="bound for q = k = 1")
+    ax.axhline(1, color="0.3", lw=0.8, ls="--", label="|q| |k| / d, the bound for any q, k of this norm")
     if bound is not None:
         ax.plot(bound, lw=1, ls="-.", color="C3", label="RoFormer's bound / |q| |k|, smooth q = k")
     ax.axhline(0, color="0.6", lw=0.8)
