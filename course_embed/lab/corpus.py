@@ -107,7 +107,7 @@ def passkey_batch(
     """Passkey retrieval: ids ``(b, s)`` and targets ``(b, s)`` that score only the final five digits.
 
     Row ``n``: ``pass key: KKKKK`` + newline, held-out text from a random offset, newline + ``pass key: KKKKK``.
-    The key sits ``s - 16`` tokens before its repeat. With ``control=True`` the first key is replaced by another
+    The key sits ``s - 14`` tokens before its repeat. With ``control=True`` the first key is replaced by another
     random one, so the final digits cannot be retrieved: the accuracy then is what the model guesses unaided.
     """
     head = len(KEY_PREFIX) + KEY_DIGITS + 1
