@@ -109,3 +109,102 @@ def measured_ratio_for_seed_1(measured_ratio):
         f"torch.manual_seed(1), rows times sqrt(512), mean row norm over the mean row norm of the sinusoidal table "
         f"for positions 0-999 (grading tries other seeds)"
     )
+
+
+#: tied_logit_std for fixed recipes, stored: (arguments, output_scale, expected std)
+T5_SCALE = 768**-0.5  # T5 multiplies the final vectors by d ** -0.5 before its tied head (T5-base: d = 768)
+LOGIT_STDS = [
+    (("scaled_normal", 32000, 1024), 1.0, 1.0),
+    (("normal", 32128, 768), T5_SCALE, 1.0),
+    (("normal", 32128, 768), 1.0, 27.712812921102035),
+    (("xavier_uniform", 50000, 768), 1.0, 0.17394044646330106),
+    ((0.02, 256000, 2048), 1.0, 0.905096679918781),
+]
+
+
+def _std_call(args, output_scale):
+    scale = "" if output_scale == 1.0 else ", output_scale=768 ** -0.5"
+    number = "" if isinstance(args[0], str) else " (a number as init: the std of a normal init)"
+    return f"tied_logit_std({args[0]!r}, {args[1]}, {args[2]}{scale}){number}"
+
+
+@test("q4", points=0.5)
+def tied_logit_std_for_each_recipe(tied_logit_std):
+    got = yield [run(tied_logit_std, *args, output_scale=scale) for args, scale, _ in LOGIT_STDS] + [
+        run(tied_logit_std, "kaiming", 1000, 64),
+        run(tied_logit_std, -0.02, 1000, 64),
+    ]
+    values = [out.number(_std_call(args, scale)) for (args, scale, _), out in zip(LOGIT_STDS, got)]
+    scaled, t5, t5_unscaled, xavier, gemma = values
+    assert not math.isclose(scaled, 1 / 32, rel_tol=1e-6), (
+        f"{_std_call(*LOGIT_STDS[0][:2])} is 0.03125 = sigma: a logit h . w sums d products, and h leaves a "
+        f"LayerNorm with norm sqrt(d), so its std is sigma * sqrt(d) (times output_scale)"
+    )
+    assert not math.isclose(scaled, 32.0, rel_tol=1e-6), (
+        f"{_std_call(*LOGIT_STDS[0][:2])} is 32 = sigma * d: the input factor sqrt(d) multiplies the looked-up "
+        f"rows only; the tied head's weight is the table W itself, so the logits' std is sigma * sqrt(d)"
+    )
+    assert math.isclose(scaled, 1.0, rel_tol=1e-6), (
+        f"{_std_call(*LOGIT_STDS[0][:2])} is {scaled:.6g}, expected 1: sigma * sqrt(d) with sigma = d ** -0.5"
+    )
+    assert math.isclose(t5_unscaled, 27.712812921102035, rel_tol=1e-6), (
+        f"{_std_call(*LOGIT_STDS[2][:2])} is {t5_unscaled:.6g}, expected sqrt(768) = 27.7128: N(0, 1) has sigma = 1"
+    )
+    assert math.isclose(t5, 1.0, rel_tol=1e-6), (
+        f"{_std_call(*LOGIT_STDS[1][:2])} (T5-base's tied head) is {t5:.6g}, expected 1: output_scale multiplies h "
+        f"before the head, so it multiplies every logit"
+    )
+    assert not math.isclose(xavier, 0.30127369076565164, rel_tol=1e-6), (
+        f"{_std_call(*LOGIT_STDS[3][:2])} is {xavier:.6g}: U(-a, a) has sigma = a / sqrt(3), not a"
+    )
+    assert math.isclose(xavier, 0.17394044646330106, rel_tol=1e-6), (
+        f"{_std_call(*LOGIT_STDS[3][:2])} is {xavier:.6g}, expected 0.17394 = sqrt(2 / (V + d)) * sqrt(d)"
+    )
+    assert math.isclose(gemma, 0.905096679918781, rel_tol=1e-6), (
+        f"{_std_call(*LOGIT_STDS[4][:2])} (Gemma 2B's tied table as Hugging Face initialises it) is {gemma:.6g}, "
+        f"expected 0.02 * sqrt(2048) = 0.905097"
+    )
+    for args, out in zip([("kaiming", 1000, 64), (-0.02, 1000, 64)], got[5:]):
+        message = out.raises(f"tied_logit_std{args} (an init it does not know)", ValueError)
+        assert "init" in message and str(args[0]) in message, (
+            f"the ValueError of tied_logit_std{args} must name the argument init and the value given "
+            f"({args[0]!r}): got {message!r}"
+        )
+
+
+#: initial_loss for fixed (logit_std, vocab_size), stored: log V + s^2 / 2
+LOSSES = [((1.0, 32000), 10.873491181781864), ((0.2, 50000), 10.839778284410283), ((3.0, 1000), 11.407755278982137),
+          ((0.0, 10), 2.302585092994046)]
+
+
+@test("q4", points=0.5)
+def initial_loss_for_small_and_large_logits(initial_loss):
+    got = yield [run(initial_loss, *args) for args, _ in LOSSES]
+    values = [out.number(f"initial_loss{args}") for (args, _), out in zip(LOSSES, got)]
+    unit, small, large, flat = values
+    assert math.isclose(flat, 2.302585092994046, rel_tol=1e-9), (
+        f"initial_loss(0.0, 10) is {flat:.6g}, expected log(10) = 2.302585: equal logits give the uniform guess, "
+        f"log V in nats (the natural log)"
+    )
+    assert not math.isclose(unit, 10.373491181781864, rel_tol=1e-9), (
+        "initial_loss(1.0, 32000) is log V = 10.373491, the uniform guess: logits of std s cost more than log V "
+        "(chapter 2: unit logits cost about log V + 1/2)"
+    )
+    assert not math.isclose(small, 10.919778284410283, rel_tol=1e-9), (
+        "initial_loss(0.2, 50000) is log V + s / 2 = 10.9198: that agrees with log V + 1/2 only at s = 1; for "
+        "z ~ N(0, s^2), E[exp(z)] = exp(s^2 / 2)"
+    )
+    assert not math.isclose(large, 15.907755278982137, rel_tol=1e-9), (
+        "initial_loss(3.0, 1000) is log V + s^2 = 15.9078: E[exp(z)] for z ~ N(0, s^2) is exp(s^2 / 2), half "
+        "the variance in the exponent"
+    )
+    assert math.isclose(unit, 10.873491181781864, rel_tol=1e-9), (
+        f"initial_loss(1.0, 32000) is {unit:.6g}, expected log(32000) + 1/2 = 10.873491 (chapter 2: unit logits "
+        f"cost about log V + 1/2)"
+    )
+    assert math.isclose(small, 10.839778284410283, rel_tol=1e-9) and math.isclose(
+        large, 11.407755278982137, rel_tol=1e-9
+    ), (
+        f"initial_loss(0.2, 50000) is {small:.6g} and initial_loss(3.0, 1000) {large:.6g}, expected 10.839778 and "
+        f"11.407755: log E[sum_i exp(z_i)] - E[z_y] with V logits z_i ~ N(0, s^2)"
+    )

@@ -150,3 +150,93 @@ def measured_ratio_for_other_seeds(measured_ratio, *, seed):
             f"measured_ratio({s}) is {value:.4f}, expected {expected:.3f} to the 3 decimals asked (the seed set "
             f"inside the function, right before nn.Embedding(1000, 512)?)"
         )
+
+
+def _logit_std_cases(seed):
+    """Per init name: a size, and the output scale: 1, T5's d ** -0.5, or another drawn in [0.1, 2]."""
+    gen = torch.Generator().manual_seed(seed)
+    cases = []
+    for init in INITS:
+        for kind in ("none", "t5", "drawn"):
+            v, d = between(gen, 2, 300_000), between(gen, 1, 8192)
+            scale = {"none": 1.0, "t5": d**-0.5, "drawn": between(gen, 100, 2000) / 1000}[kind]
+            cases.append((init, v, d, scale))
+    return cases
+
+
+def _expected_logit_std(init, v, d, scale):
+    from course_embed.lab.token_embedding import init_std
+
+    std = init if isinstance(init, float) else init_std(init, v, d)
+    return std * d**0.5 * scale
+
+
+@test("q4", points=0.75, hidden=True)
+def tied_logit_std_for_each_init_and_output_scale(tied_logit_std, *, seed):
+    cases = _logit_std_cases(seed)
+    got = yield [run(tied_logit_std, init, v, d, output_scale=scale) for init, v, d, scale in cases]
+    import math
+
+    for (init, v, d, scale), out in zip(cases, got):
+        label = f"tied_logit_std({init!r}, {v}, {d}, output_scale={scale:.6g})"
+        value = out.number(label)
+        expected = _expected_logit_std(init, v, d, scale)
+        assert math.isclose(value, expected, rel_tol=1e-6), (
+            f"{label} is {value:.6g}, expected {expected:.6g} = sigma * sqrt(d) * output_scale (h of norm sqrt(d), "
+            f"the head's weight the table itself)"
+        )
+
+
+@test("q4", points=0.25, hidden=True)
+def tied_logit_std_for_a_numeric_init(tied_logit_std, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    cases = [(between(gen, 1, 100) / 1000, between(gen, 2, 300_000), between(gen, 2, 8192)) for _ in range(4)]
+    got = yield [run(tied_logit_std, std, v, d) for std, v, d in cases]
+    import math
+
+    for (std, v, d), out in zip(cases, got):
+        label = f"tied_logit_std({std}, {v}, {d})"
+        value = out.number(label)
+        assert math.isclose(value, std * math.sqrt(d), rel_tol=1e-6), (
+            f"{label} is {value:.6g}, expected {std * math.sqrt(d):.6g}: a number as init is the std of a normal "
+            f"init, so the logits' std is init * sqrt(d)"
+        )
+
+
+@test("q4", points=0.5, hidden=True)
+def tied_logit_std_rejects_an_unknown_init(tied_logit_std, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    v, d = between(gen, 2, 50_000), between(gen, 2, 4096)
+    bad = [choose(gen, ["uniform", "xavier", "Normal", "kaiming", "t5"]), choose(gen, [0, 0.0, -0.02, -1.0])]
+    got = yield [run(tied_logit_std, "scaled_normal", v, d)] + [run(tied_logit_std, init, v, d) for init in bad]
+    import math
+
+    value = got[0].number(f"tied_logit_std('scaled_normal', {v}, {d})")
+    # only that a valid init returns its std (the other q4 tests grade the values)
+    assert math.isclose(value, 1.0, rel_tol=1e-6), (
+        f"tied_logit_std('scaled_normal', {v}, {d}) is {value:.6g}, expected 1 (this test credits the errors for an "
+        f"unknown init to an answer that computes the std)"
+    )
+    for init, out in zip(bad, got[1:]):
+        message = out.raises(f"tied_logit_std({init!r}, {v}, {d})", ValueError)
+        assert "init" in message and str(init) in message, (
+            f"the ValueError of tied_logit_std({init!r}, {v}, {d}) must name the argument init and the value given: "
+            f"got {message!r}"
+        )
+
+
+@test("q4", points=0.5, hidden=True)
+def initial_loss_matches_the_closed_form(initial_loss, *, seed):
+    gen = torch.Generator().manual_seed(seed)
+    cases = [(between(gen, 0, 3000) / 1000, between(gen, 2, 300_000)) for _ in range(8)]
+    got = yield [run(initial_loss, s, v) for s, v in cases]
+    import math
+
+    for (s, v), out in zip(cases, got):
+        label = f"initial_loss({s}, {v})"
+        value = out.number(label)
+        expected = math.log(v) + s * s / 2
+        assert math.isclose(value, expected, rel_tol=1e-9), (
+            f"{label} is {value:.9g}, expected {expected:.9g} = log V + s^2 / 2 (log E[sum_i exp(z_i)] with "
+            f"z_i ~ N(0, s^2))"
+        )

@@ -21,6 +21,7 @@ from .grading_cases import (
     _partial_rope,
     _roberta,
     _step_bytes,
+    _tied,
     _timing,
     _truncated,
     _truncated_redrawn,
@@ -430,6 +431,55 @@ PUBLIC_MISTAKES = {
                 "    table = nn.Embedding(1000, 512).weight.detach() * math.sqrt(512)\n"
                 "    return (table.norm(dim=1).mean() / ce.sinusoidal_table(1000, 512).norm(dim=1).mean()).item()",
                 "measured_ratio(1): it calls course_embed's sinusoidal.sinusoidal_table",
+            ),
+        },
+        "q4": {
+            "the logits' std as sigma (the norm of h left out)": (
+                _tied(std="sigma * output_scale"),
+                "is 0.03125 = sigma: a logit h . w sums d products, and h leaves a LayerNorm with norm sqrt(d)",
+            ),
+            "the input factor sqrt(d) put on the head too": (
+                _tied(std="sigma * d_model * output_scale"),
+                "is 32 = sigma * d: the input factor sqrt(d) multiplies the looked-up rows only",
+            ),
+            "T5's output scale ignored": (
+                _tied(std="sigma * math.sqrt(d_model)"),
+                "(T5-base's tied head) is 27.7128, expected 1: output_scale multiplies h before the head",
+            ),
+            "Xavier's sigma taken as a": (
+                _tied(
+                    std="sigma * math.sqrt(d_model) * output_scale * (math.sqrt(3) if init == 'xavier_uniform' else 1)"
+                ),
+                "U(-a, a) has sigma = a / sqrt(3), not a",
+            ),
+            "a number as init refused": (
+                _tied(numbers=False),
+                "tied_logit_std(0.02, 256000, 2048) (a number as init: the std of a normal init) raised ValueError",
+            ),
+            "an error that does not name the value": (
+                "_solved = tied_logit_std\n"
+                "def tied_logit_std(init, vocab_size, d_model, output_scale=1.0):\n"
+                "    try:\n"
+                "        return _solved(init, vocab_size, d_model, output_scale)\n"
+                "    except ValueError:\n"
+                "        raise ValueError('unknown init') from None",
+                "must name the argument init and the value given ('kaiming'): got 'unknown init'",
+            ),
+            "the loss as log V + s / 2 (right at s = 1 only)": (
+                _tied(loss="math.log(vocab_size) + logit_std / 2"),
+                "is log V + s / 2 = 10.9198: that agrees with log V + 1/2 only at s = 1",
+            ),
+            "the loss as log V + s^2": (
+                _tied(loss="math.log(vocab_size) + logit_std ** 2"),
+                "is log V + s^2 = 15.9078: E[exp(z)] for z ~ N(0, s^2) is exp(s^2 / 2)",
+            ),
+            "the loss as the uniform guess": (
+                _tied(loss="math.log(vocab_size)"),
+                "initial_loss(1.0, 32000) is log V = 10.373491, the uniform guess",
+            ),
+            "the loss in bits": (
+                _tied(loss="math.log2(vocab_size) + logit_std ** 2 / 2"),
+                "expected log(10) = 2.302585: equal logits give the uniform guess, log V in nats",
             ),
         },
     },
@@ -968,6 +1018,12 @@ ONE_MISS = {
         "def sparse_embedding_grad(ids, grad_out, vocab_size, padding_idx=None):\n"
         "    return _solved(ids, grad_out, vocab_size, padding_idx).to_dense().to_sparse()",
         1.0,
+    ),
+    "the initial loss as log V + s / 2": (
+        "02_scaling",
+        "q4",
+        _tied(loss="math.log(vocab_size) + logit_std / 2"),
+        2.0,
     ),
     "float64 ALiBi slopes": (
         "05_rope_alibi",

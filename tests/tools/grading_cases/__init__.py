@@ -110,6 +110,30 @@ def _timing(
     )
 
 
+def _tied(
+    std="sigma * math.sqrt(d_model) * output_scale", loss="math.log(vocab_size) + logit_std ** 2 / 2", numbers=True
+):
+    """``tied_logit_std`` and ``initial_loss`` (exercise 02, question 4) with one mistake: ``std`` the logits' std
+    from ``sigma``, ``loss`` the loss from ``logit_std``, ``numbers`` whether a number is taken as a normal init's
+    std."""
+    number = "isinstance(init, (int, float)) and init > 0" if numbers else "False"
+    return (
+        "def tied_logit_std(init, vocab_size, d_model, output_scale=1.0):\n"
+        "    stds = {'normal': 1.0, 'xavier_uniform': math.sqrt(2 / (vocab_size + d_model)),\n"
+        "            'scaled_normal': d_model ** -0.5}\n"
+        f"    if {number}:\n"
+        "        sigma = init\n"
+        "    elif init in stds:\n"
+        "        sigma = stds[init]\n"
+        "    else:\n"
+        "        raise ValueError(f'init must be one of {sorted(stds)} or a positive std, got {init!r}')\n"
+        f"    return {std}\n"
+        "\n"
+        "def initial_loss(logit_std, vocab_size):\n"
+        f"    return {loss}"
+    )
+
+
 def _step_bytes(
     index="8",
     moments='{"sgd": 0, "adagrad": 1, "adam": 2, "sparseadam": 2}',
@@ -156,6 +180,14 @@ ALIASES = {
         "    pe = ce.sinusoidal_table(1, d_model).norm().item()\n"
         "    return init_std(init, vocab_size, d_model) * d_model ** 0.5 * (d_model ** 0.5 if scale else 1) / pe",
         1: "tie = ce.tie_weights",
+        3: "from course_embed.lab.token_embedding import init_std\n"
+        "\n"
+        "def tied_logit_std(init, vocab_size, d_model, output_scale=1.0):\n"
+        "    std = init if isinstance(init, (int, float)) else init_std(init, vocab_size, d_model)\n"
+        "    return std * d_model ** 0.5 * output_scale\n"
+        "\n"
+        "def initial_loss(logit_std, vocab_size):\n"
+        "    return math.log(vocab_size) + logit_std ** 2 / 2",
     },
     "03_sinusoidal": {
         1: "def rotation(k, d_model, base=10000.0):\n    return ce.offset_rotation(k, d_model, base)",
@@ -247,6 +279,22 @@ WRONG_ANSWERS = {
             "float64 table re-drawn with default-dtype randn": _truncated_redrawn(),
             "weight.data = samples (new storage, not in place)": _truncated_redrawn(", dtype=weight.dtype"),
             "the std argument returned, not measured": "def truncated_std(std, cutoff, seed):\n    return float(std)",
+        },
+    },
+    "02_scaling": {
+        "q4": {
+            "the logits' std as sigma (the norm of h left out)": _tied(std="sigma * output_scale"),
+            "the input factor sqrt(d) put on the head too": _tied(std="sigma * d_model * output_scale"),
+            "output_scale ignored": _tied(std="sigma * math.sqrt(d_model)"),
+            "output_scale divided by": _tied(std="sigma * math.sqrt(d_model) / output_scale"),
+            "Xavier's sigma taken as a": _tied(
+                std="sigma * math.sqrt(d_model) * output_scale * (math.sqrt(3) if init == 'xavier_uniform' else 1)"
+            ),
+            "a number as init refused": _tied(numbers=False),
+            "the loss as log V + s / 2": _tied(loss="math.log(vocab_size) + logit_std / 2"),
+            "the loss as log V + s^2": _tied(loss="math.log(vocab_size) + logit_std ** 2"),
+            "the loss as the uniform guess, log V": _tied(loss="math.log(vocab_size)"),
+            "the loss in bits": _tied(loss="math.log2(vocab_size) + logit_std ** 2 / 2"),
         },
     },
     "03_sinusoidal": {
