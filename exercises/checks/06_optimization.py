@@ -362,3 +362,104 @@ def table_step_bytes_refuses_what_the_optimizers_refuse(table_step_bytes):
     )
     for (args, kwargs, why), out in zip(bad, got[2:]):
         out.raises(f"{_call(args, kwargs)} ({why})", ValueError)
+
+
+#: (weight, update, kept?, why) for kept_updates, by format: each entry a weight stored in that format and a float32
+#: update; "why" is what a wrong answer that gets this entry wrong has missed
+KEPT_BF16 = [
+    (1.0, 0.003, False, "bfloat16 keeps 8 significant bits, so its spacing in [1, 2) is 2^-7 = 0.0078, and an update "
+     "below half of it (0.0039) rounds back to the weight"),
+    (1.5, 0.0045, True, "the spacing is set by the weight's exponent, 2^-7 for every weight in [1, 2), not by |w| "
+     "itself: 0.0045 is more than half of it (0.0039)"),
+    (1.0, -0.0025, True, "below a power of two the spacing halves: the neighbour under 1.0 is 1 - 2^-8, so a "
+     "downward update of more than 2^-9 = 0.00195 is kept"),
+    (1.0, 2**-8, False, "an update of exactly half a spacing is a tie, which rounds to the neighbour whose last bit "
+     "is even: 1.0 itself"),
+    (1 + 2**-7, 2**-8, True, "an update of exactly half a spacing is a tie, which rounds to the neighbour whose last "
+     "bit is even: from 1 + 2^-7 (odd) that is 1 + 2^-6"),
+    (1.0, 2**-8 + 2**-16, True, "the update is a float32 number added in float32: rounded to bfloat16 first, it "
+     "becomes exactly half a spacing (a tie) and is lost"),
+    (0.05, 1e-4, False, "in [2^-5, 2^-4) bfloat16's spacing is 2^-12 = 2.4e-4 (chapter 7b, check yourself 1)"),
+    (-0.05, -1e-3, True, "1e-3 is about four of bfloat16's spacings at 0.05"),
+    (0.0, 1e-30, True, "bfloat16 has float32's range of exponents: 1e-30 is far above its smallest step from zero"),
+]
+KEPT_FP16 = [
+    (1.0, 0.0004, False, "float16 keeps 11 significant bits: its spacing in [1, 2) is 2^-10 = 0.00098, and 0.0004 "
+     "is below half of it"),
+    (1.0, 0.0006, True, "float16 keeps 11 significant bits: its spacing in [1, 2) is 2^-10 = 0.00098, and 0.0006 is "
+     "more than half of it (round to the weight's own format, not bfloat16's)"),
+    (0.05, 1e-4, True, "float16's spacing at 0.05 is 2^-15 = 3.1e-5, eight times finer than bfloat16's"),
+    (2**-20, 2**-26, False, "below 2^-14 float16 is subnormal: its spacing stays 2^-24 however small the weight, "
+     "and 2^-26 is below half of it"),
+    (2**-20, 3 * 2**-26, True, "below 2^-14 float16 is subnormal, with spacing 2^-24: 3 * 2^-26 is more than half "
+     "of it"),
+    (0.0, 1e-8, False, "float16's smallest step from zero is 2^-24 = 6e-8, and 1e-8 is below half of it"),
+    (0.0, 1e-7, True, "1e-7 is more than half of float16's smallest step from zero, 2^-24 = 6e-8"),
+    (1 + 2**-10, 2**-11, True, "a tie from an odd last bit rounds to the even neighbour, 1 + 2^-9"),
+]
+
+
+def _kept(kept_updates, weight, update):
+    """The answer's mask, and both inputs after the call (to see that it left them unchanged)."""
+    mask = kept_updates(weight, update)
+    return {"mask": mask, "weight": weight, "update": update}
+
+
+def _entries(entries, dtype):
+    weight = torch.tensor([w for w, _, _, _ in entries], dtype=dtype)
+    return weight, torch.tensor([u for _, u, _, _ in entries], dtype=torch.float32)
+
+
+@test("q6", points=0.25)
+def kept_updates_on_chosen_weights(kept_updates):
+    cases = [(KEPT_BF16, torch.bfloat16), (KEPT_FP16, torch.float16)]
+    inputs = [_entries(entries, dtype) for entries, dtype in cases]
+    got = yield [run(_kept, kept_updates, weight.clone(), update.clone()) for weight, update in inputs]
+    for (entries, dtype), (weight, update), out in zip(cases, inputs, got):
+        label = f"kept_updates({len(entries)} {dtype} weights, float32 updates)"
+        r = out.ok(label)
+        mask = as_tensor(r["mask"], label)
+        assert mask.dtype == torch.bool and mask.shape == weight.shape, (
+            f"{label} must return a torch.bool tensor of the weight's shape {tuple(weight.shape)}, got "
+            f"{mask.dtype} of shape {tuple(mask.shape)}"
+        )
+        assert torch.equal(as_tensor(r["weight"], "weight"), weight) and torch.equal(
+            as_tensor(r["update"], "update"), update
+        ), f"{label} changed its weight or update: compute the stored sum in a new tensor, leave both unchanged"
+        expected = [kept for _, _, kept, _ in entries]
+        found = mask.tolist()
+        assert found != [not kept for kept in expected], (
+            f"{label}: every entry is the opposite of what it should be: return True where the update is kept (the "
+            f"stored weight changes), False where it is lost"
+        )
+        for (w, u, kept, why), value in zip(entries, found):
+            assert value == kept, (
+                f"{label}: the update {u:.6g} of a {dtype} weight {w:.6g} is {'kept' if value else 'lost'} in your "
+                f"answer, but {'kept' if kept else 'lost'} when the float32 sum is rounded to {dtype}: {why}"
+            )
+
+
+@test("q6", points=0.25)
+def kept_updates_refuses_other_formats_and_shapes(kept_updates):
+    weight = torch.tensor([[1.0, 0.5, -2.0]], dtype=torch.bfloat16)
+    update = torch.tensor([[0.01, 1e-4, -0.01]])
+    got = yield [
+        run(kept_updates, weight, update),
+        run(kept_updates, weight.float(), update),
+        run(kept_updates, weight, update.T),
+    ]
+    found = got[0].tensor("kept_updates(bfloat16 weights [[1, 0.5, -2]], updates [[0.01, 1e-4, -0.01]])", (1, 3))
+    assert found.tolist() == [[True, False, True]], (
+        f"kept_updates(bfloat16 weights [[1, 0.5, -2]], updates [[0.01, 1e-4, -0.01]]) is {found.tolist()}, expected "
+        f"[[True, False, True]] (this test credits the errors to an answer that computes the mask)"
+    )
+    message = got[1].raises("kept_updates(float32 weights, ...) (not stored in a 16-bit format)", TypeError)
+    assert "float32" in message and "weight" in message and ("bfloat16" in message or "float16" in message), (
+        f"the TypeError of kept_updates(float32 weights, ...) must name the argument weight, its dtype (float32) and "
+        f"the formats it accepts (bfloat16, float16): got {message!r}"
+    )
+    message = got[2].raises("kept_updates(weights (1, 3), updates (3, 1)) (shapes that differ)", ValueError)
+    assert "1, 3" in message and "3, 1" in message, (
+        f"the ValueError of kept_updates(weights (1, 3), updates (3, 1)) must name both shapes, (1, 3) and (3, 1): "
+        f"got {message!r}"
+    )

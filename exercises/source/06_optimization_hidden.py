@@ -327,3 +327,111 @@ def table_step_bytes_rejects_bad_setups(table_step_bytes, *, seed):
     assert value == n * (d * 4 + 8), f"{label} is {value}, expected {n * (d * 4 + 8)}: a valid setup returns its bytes"
     for (opt, sparse, tied), out in zip(bad, got[1:]):
         out.raises(f"table_step_bytes({v}, {d}, {n}, {opt!r}, sparse={sparse}, tied={tied})", ValueError)
+
+
+def _kept_inputs(seed, dtype):
+    """Weights stored in ``dtype`` (every exponent from the subnormals to 2^8, both signs, some zeros) and float32
+    updates: most a random fraction of the weight around half its spacing, some exact ties (half a spacing away from
+    zero or towards it), some just above a tie (by less than the weight's format resolves), some absolute (for zero
+    and subnormal weights)."""
+    gen = torch.Generator().manual_seed(seed)
+    shape = (between(gen, 2, 6), between(gen, 40, 90))
+    low = -30 if dtype == torch.float16 else -60
+    exponents = torch.randint(low, 9, shape, generator=gen).double()
+    signs = torch.randint(0, 2, shape, generator=gen).double() * 2 - 1
+    weight = (signs * (1 + torch.rand(shape, generator=gen, dtype=torch.float64)) * 2**exponents).to(dtype)
+    weight[torch.rand(shape, generator=gen) < 0.05] = 0
+    bits = weight.view(torch.int16)
+    away = (bits + 1).view(dtype).float() - weight.float()  # one spacing away from zero
+    toward = weight.float() - (bits - 1).view(dtype).float()  # one spacing towards zero (the sign's direction)
+    digits = 8 if dtype == torch.bfloat16 else 11
+    relative = 2 ** (torch.rand(shape, generator=gen) * 10 - digits - 5)  # around half a spacing, relative
+    flips = torch.randint(0, 2, shape, generator=gen).float() * 2 - 1
+    update = weight.float() * relative * flips
+    kind = torch.randint(0, 8, shape, generator=gen)
+    update = torch.where(kind == 0, away / 2, update)  # a tie away from zero
+    update = torch.where((kind == 1) & (weight != 0), -toward / 2, update)  # a tie towards zero
+    tiny = 2 ** (torch.rand(shape, generator=gen) * 6 - (27 if dtype == torch.float16 else 40))
+    update = torch.where((kind == 2) | (weight == 0), tiny * flips, update)  # absolute
+    # just above a tie, by less than the format's own precision resolves but within float32's
+    low, high = (10, 15) if digits == 8 else (11, 12)
+    above = 2.0 ** -torch.randint(low, high + 1, shape, generator=gen).float()
+    update = torch.where((kind == 3) & (weight != 0), away / 2 * (1 + above), update)
+    return weight, update.float()
+
+
+def _kept_reference(weight, update):
+    return (weight.float() + update).to(weight.dtype) != weight
+
+
+def _kept_test(kept_updates, seed, dtype):
+    weight, update = _kept_inputs(seed, dtype)
+    got = yield run(kept_updates, weight.clone(), update.clone())
+    label = f"kept_updates({dtype} weights {tuple(weight.shape)}, float32 updates)"
+    mask = got.tensor(label, weight.shape, torch.bool)
+    expected = _kept_reference(weight, update)
+    wrong = (mask != expected).nonzero()
+    at = tuple(wrong[0]) if len(wrong) else None
+    assert not len(wrong), (
+        f"{label}: {len(wrong)} of {weight.numel()} entries wrong, e.g. the update {update[at].item():.6g} of the "
+        f"weight {weight[at].item():.6g} is {'kept' if expected[at] else 'lost'} when the float32 sum is rounded to "
+        f"{dtype}"
+    )
+
+
+@test("q6", points=0.5, hidden=True)
+def kept_updates_in_bfloat16(kept_updates, *, seed):
+    yield from _kept_test(kept_updates, seed, torch.bfloat16)
+
+
+@test("q6", points=0.5, hidden=True)
+def kept_updates_in_float16(kept_updates, *, seed):
+    yield from _kept_test(kept_updates, seed + 1, torch.float16)
+
+
+def _kept_after(kept_updates, weight, update):
+    mask = kept_updates(weight, update)
+    return {"mask": mask, "weight": weight, "update": update}
+
+
+@test("q6", points=0.25, hidden=True)
+def kept_updates_leave_their_inputs_unchanged(kept_updates, *, seed):
+    weight, update = _kept_inputs(seed + 2, torch.bfloat16)
+    got = yield run(_kept_after, kept_updates, weight.clone(), update.clone())
+    label = f"kept_updates(bfloat16 weights {tuple(weight.shape)}, float32 updates)"
+    r = got.ok(label)
+    # only that an answer computing the mask leaves its inputs alone (the other q6 tests grade the mask)
+    assert torch.equal(as_tensor(r["mask"], label), _kept_reference(weight, update)), (
+        f"{label} is not the mask of kept updates (this test credits unchanged inputs to an answer that computes it)"
+    )
+    assert torch.equal(as_tensor(r["weight"], "the weight after the call"), weight) and torch.equal(
+        as_tensor(r["update"], "the update after the call"), update
+    ), "kept_updates changed its weight or its update: leave both unchanged"
+
+
+@test("q6", points=0.25, hidden=True)
+def kept_updates_rejects_other_formats_and_shapes(kept_updates, *, seed):
+    weight, update = _kept_inputs(seed + 3, torch.bfloat16)
+    other = choose(torch.Generator().manual_seed(seed + 4), [torch.float32, torch.float64])
+    rows, cols = weight.shape
+    got = yield [
+        run(kept_updates, weight, update),
+        run(kept_updates, weight.to(other), update),
+        run(kept_updates, weight, update[:, :-1]),
+    ]
+    label = f"kept_updates({weight.dtype} weights {tuple(weight.shape)}, float32 updates)"
+    mask = got[0].tensor(label, weight.shape, torch.bool)
+    # only that valid input returns its mask (the other q6 tests grade the values)
+    assert torch.equal(mask, _kept_reference(weight, update)), (
+        f"{label} is not the mask of kept updates (this test credits the errors to an answer that computes it)"
+    )
+    dtype_name = str(other).removeprefix("torch.")
+    message = got[1].raises(f"kept_updates({other} weights, ...)", TypeError)
+    assert dtype_name in message, (
+        f"the TypeError of kept_updates({other} weights, ...) must name their dtype, {other}: got {message!r}"
+    )
+    message = got[2].raises(f"kept_updates(weights ({rows}, {cols}), updates ({rows}, {cols - 1}))", ValueError)
+    assert f"{rows}, {cols}" in message and f"{rows}, {cols - 1}" in message, (
+        f"the ValueError of kept_updates(weights ({rows}, {cols}), updates ({rows}, {cols - 1})) must name both "
+        f"shapes: got {message!r}"
+    )

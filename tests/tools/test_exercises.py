@@ -1,4 +1,4 @@
-"""The exercises as learners get them: generated from their sources and up to date, 2-4 questions with points,
+"""The exercises as learners get them: generated from their sources and up to date, 2-6 questions with points,
 public checks in the notebook and hidden tests outside it, measurements asked as code, hidden tests that catch
 plausible wrong answers, and a site page."""
 
@@ -14,10 +14,12 @@ from course_embed.tools.cli import main
 from course_embed.tools.grading import ANSWER_TAG, load_suite, probe
 
 from .grading_cases import (
+    _SPACING,
     EXERCISES,
     NAMES,
     ROOT,
     WRONG_ANSWERS,
+    _kept,
     _partial_rope,
     _roberta,
     _step_bytes,
@@ -78,7 +80,7 @@ def test_questions_have_public_checks_in_the_notebook_and_hidden_tests_outside_i
     built = built_exercises[name]
     suite = load_suite(ROOT / "exercises", name)
     questions = suite.questions
-    assert 2 <= len(questions) <= 5 and all(q.points > 0 for q in questions)
+    assert 2 <= len(questions) <= 6 and all(q.points > 0 for q in questions)
     student = nbformat.read(built.student, as_version=4)
     public = student.metadata["otter"]["tests"]
     assert student.metadata["otter"]["assignment_name"] == name
@@ -758,6 +760,45 @@ PUBLIC_MISTAKES = {
         },
     },
     "06_optimization": {
+        "q6": {
+            "bfloat16's rounding for float16 weights (the page's code)": (
+                _kept("(weight.float() + update).bfloat16() != weight"),
+                "the update 0.0006 of a torch.float16 weight 1 is lost in your answer, but kept when the float32 sum "
+                "is rounded to torch.float16: float16 keeps 11 significant bits",
+            ),
+            "a threshold relative to |w|": (
+                _kept("update.abs() > weight.float().abs() * (2**-8 if weight.dtype == torch.bfloat16 else 2**-11)"),
+                "the spacing is set by the weight's exponent, 2^-7 for every weight in [1, 2), not by |w| itself",
+            ),
+            "half the spacing above the weight, both ways": (
+                _SPACING,
+                "below a power of two the spacing halves: the neighbour under 1.0 is 1 - 2^-8",
+            ),
+            "the update rounded to the weight's format first": (
+                _kept("(weight + update.to(weight.dtype)) != weight"),
+                "rounded to bfloat16 first, it becomes exactly half a spacing (a tie) and is lost",
+            ),
+            "lost instead of kept": (
+                _kept("(weight.float() + update).to(weight.dtype) == weight"),
+                "every entry is the opposite of what it should be: return True where the update is kept",
+            ),
+            "the fraction kept instead of the mask": (
+                _kept("((weight.float() + update).to(weight.dtype) != weight).double().mean().item()"),
+                "must return a torch tensor, got float",
+            ),
+            "a float mask": (
+                _kept("((weight.float() + update).to(weight.dtype) != weight).float()"),
+                "must return a torch.bool tensor of the weight's shape (9,), got torch.float32",
+            ),
+            "the weight updated in place": (
+                WRONG_ANSWERS["06_optimization"]["q6"]["the weight updated in place"],
+                "changed its weight or update: compute the stored sum in a new tensor, leave both unchanged",
+            ),
+            "no errors for other dtypes and shapes": (
+                _kept(checks=False),
+                "kept_updates(float32 weights, ...) (not stored in a 16-bit format) must raise TypeError",
+            ),
+        },
         "q1": {
             "the textbook expression (3 allocations)": (
                 "def lookup_add(ids, weight, pe, scale, padding_idx=None):\n"
@@ -1024,6 +1065,12 @@ ONE_MISS = {
         "q4",
         _tied(loss="math.log(vocab_size) + logit_std / 2"),
         2.0,
+    ),
+    "bfloat16's rounding for float16 weights": (
+        "06_optimization",
+        "q6",
+        _kept("(weight.float() + update).bfloat16() != weight"),
+        1.25,
     ),
     "float64 ALiBi slopes": (
         "05_rope_alibi",

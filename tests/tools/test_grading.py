@@ -160,7 +160,7 @@ def test_every_exercise_has_public_and_hidden_tests_worth_its_points(built_exerc
             assert f"**Question {q.name[1:]} ({q.points:g} points)" in text, (name, q)
             kinds = {t.hidden for t in suite.tests if t.question == q.name}
             assert kinds == {True, False}, f"{name} {q.name} needs public and hidden tests"
-        assert 2 <= len(suite.questions) <= 5
+        assert 2 <= len(suite.questions) <= 6
 
 
 def test_grader_check_runs_the_public_tests_in_the_kernel_and_warns_about_the_reference(built_exercises):

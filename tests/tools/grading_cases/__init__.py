@@ -134,6 +134,32 @@ def _tied(
     )
 
 
+def _kept(kept="(weight.float() + update).to(weight.dtype) != weight", checks=True):
+    """A ``kept_updates`` (exercise 06, question 6) with one mistake: ``kept`` the mask's expression, ``checks``
+    whether a weight in another dtype and shapes that differ raise."""
+    refuse = (
+        "    if weight.dtype not in (torch.bfloat16, torch.float16):\n"
+        "        raise TypeError(f'weight must be torch.bfloat16 or torch.float16, got {weight.dtype}')\n"
+        "    if weight.shape != update.shape:\n"
+        "        raise ValueError(f'shapes differ: {tuple(weight.shape)} and {tuple(update.shape)}')\n"
+        if checks
+        else ""
+    )
+    return f"def kept_updates(weight, update):\n{refuse}    return {kept}"
+
+
+_SPACING = (
+    "def kept_updates(weight, update):\n"
+    "    if weight.dtype not in (torch.bfloat16, torch.float16):\n"
+    "        raise TypeError(f'weight must be torch.bfloat16 or torch.float16, got {weight.dtype}')\n"
+    "    if weight.shape != update.shape:\n"
+    "        raise ValueError(f'shapes differ: {tuple(weight.shape)} and {tuple(update.shape)}')\n"
+    "    digits = 8 if weight.dtype == torch.bfloat16 else 11\n"
+    "    _, exponent = torch.frexp(weight.float())\n"
+    "    return update.abs() > 2.0 ** (exponent - digits).float() / 2"
+)
+
+
 def _step_bytes(
     index="8",
     moments='{"sgd": 0, "adagrad": 1, "adam": 2, "sparseadam": 2}',
@@ -231,6 +257,12 @@ ALIASES = {
         "    gbps = ([g for size, g in staircase if size <= nbytes] or [staircase[0][1]])[-1]\n"
         "    memory, compute = nbytes / (gbps * 1e9), 2 * batch * seq * d_model / (peak_gflops * 1e9)\n"
         "    return (compute, 'compute') if compute > memory else (memory, 'memory')",
+        5: "from course_embed.lab.optimization import lost_update_fraction\n"
+        "\n"
+        "def kept_updates(weight, update):\n"
+        "    flat = [lost_update_fraction(w.float().reshape(1), u.item(), weight.dtype) == 0.0\n"
+        "            for w, u in zip(weight.flatten(), update.flatten())]\n"
+        "    return torch.tensor(flat, dtype=torch.bool).reshape(weight.shape)",
     },
 }
 
@@ -389,6 +421,30 @@ WRONG_ANSWERS = {
         },
     },
     "06_optimization": {
+        "q6": {
+            "bfloat16's rounding for every format (the page's code)": _kept(
+                "(weight.float() + update).bfloat16() != weight"
+            ),
+            "a threshold relative to |w|": _kept(
+                "update.abs() > weight.float().abs() * (2**-8 if weight.dtype == torch.bfloat16 else 2**-11)"
+            ),
+            "half the spacing above the weight, both ways": _SPACING,
+            "the update rounded to the weight's format first": _kept("(weight + update.to(weight.dtype)) != weight"),
+            "lost instead of kept": _kept("(weight.float() + update).to(weight.dtype) == weight"),
+            "the fraction kept instead of the mask": _kept(
+                "((weight.float() + update).to(weight.dtype) != weight).double().mean().item()"
+            ),
+            "a float mask": _kept("((weight.float() + update).to(weight.dtype) != weight).float()"),
+            "the weight updated in place": "def kept_updates(weight, update):\n"
+            "    if weight.dtype not in (torch.bfloat16, torch.float16):\n"
+            "        raise TypeError(f'weight must be torch.bfloat16 or torch.float16, got {weight.dtype}')\n"
+            "    if weight.shape != update.shape:\n"
+            "        raise ValueError(f'shapes differ: {tuple(weight.shape)} and {tuple(update.shape)}')\n"
+            "    old = weight.clone()\n"
+            "    weight.copy_((weight.float() + update).to(weight.dtype))\n"
+            "    return weight != old",
+            "no errors for other dtypes and shapes": _kept(checks=False),
+        },
         "q5": {
             "the sparse gradient's values without its indices": _step_bytes(index="0"),
             "SparseAdam's state as sparse as the gradient": _step_bytes(state="grad"),
