@@ -44,11 +44,13 @@ def _tie_probe(tie):
     with torch.no_grad():
         emb.weight.copy_(TABLE)
     returned = tie(emb, out)
+    if returned is not out:
+        return {"is_output": False}
     before = returned(torch.eye(4))  # (4, 11): the tied layer's weight, transposed
     with torch.no_grad():
         emb.weight.mul_(-1.0)  # a change to the embedding's table...
     after = returned(torch.eye(4))  # ...is a change to the output layer's
-    return {"before": before, "after": after}
+    return {"is_output": True, "before": before, "after": after}
 
 
 #: The embedding's gradient after one step through both uses of TABLE (ids 2 and 5 looked up, the tied layer's
@@ -74,6 +76,10 @@ def tie_shares_the_parameter_and_refuses_a_wrong_layer(tie):
     got = yield [run(_tie_probe, tie), run(_wrong_way, tie), run(_tie_grad, tie)]
     label = "tie(nn.Embedding(11, 4), nn.Linear(4, 11))"
     r = got[0].ok(f"{label}, then calling the layer it returns (return the output layer)")
+    assert r["is_output"], (
+        f"{label} returned another layer: return the output layer you were given, its weight now the embedding's "
+        f"table (a new layer would drop output's bias and any hooks on it)"
+    )
     before = as_tensor(r["before"], "the returned layer's output")
     assert before.shape == (4, 11) and torch.equal(before, TABLE.T), (
         f"{label}: the returned layer does not compute with the embedding's table (set output.weight to it)"
@@ -133,6 +139,7 @@ def tied_logit_std_for_each_recipe(tied_logit_std):
     got = yield [run(tied_logit_std, *args, output_scale=scale) for args, scale, _ in LOGIT_STDS] + [
         run(tied_logit_std, "kaiming", 1000, 64),
         run(tied_logit_std, -0.02, 1000, 64),
+        run(tied_logit_std, 0.0, 1000, 64),
     ]
     values = [out.number(_std_call(args, scale)) for (args, scale, _), out in zip(LOGIT_STDS, got)]
     scaled, t5, t5_unscaled, xavier, gemma = values
@@ -164,11 +171,16 @@ def tied_logit_std_for_each_recipe(tied_logit_std):
         f"{_std_call(*LOGIT_STDS[4][:2])} (Gemma 2B's tied table as Hugging Face initialises it) is {gemma:.6g}, "
         f"expected 0.02 * sqrt(2048) = 0.905097"
     )
-    for args, out in zip([("kaiming", 1000, 64), (-0.02, 1000, 64)], got[5:]):
-        message = out.raises(f"tied_logit_std{args} (an init it does not know)", ValueError)
+    for args, out in zip([("kaiming", 1000, 64), (-0.02, 1000, 64), (0.0, 1000, 64)], got[5:]):
+        message = out.raises(f"tied_logit_std{args} (an init it does not accept)", ValueError)
         assert "init" in message and str(args[0]) in message, (
             f"the ValueError of tied_logit_std{args} must name the argument init and the value given "
             f"({args[0]!r}): got {message!r}"
+        )
+        accepts = any(word in message for word in ("normal", "xavier_uniform", "positive", "> 0"))
+        assert accepts, (
+            f"the ValueError of tied_logit_std{args} must say what init accepts (the three names, or a positive "
+            f"number): got {message!r}"
         )
 
 
@@ -182,6 +194,12 @@ def initial_loss_for_small_and_large_logits(initial_loss):
     got = yield [run(initial_loss, *args) for args, _ in LOSSES]
     values = [out.number(f"initial_loss{args}") for (args, _), out in zip(LOSSES, got)]
     unit, small, large, flat = values
+    assert not math.isclose(flat, 2.302585092994046, rel_tol=1e-6) or math.isclose(
+        flat, 2.302585092994046, rel_tol=1e-9
+    ), (
+        f"initial_loss(0.0, 10) is {flat!r}, log(10) = 2.302585092994046 only to float32's precision: compute in "
+        f"Python floats (math.log) or float64"
+    )
     assert math.isclose(flat, 2.302585092994046, rel_tol=1e-9), (
         f"initial_loss(0.0, 10) is {flat:.6g}, expected log(10) = 2.302585: equal logits give the uniform guess, "
         f"log V in nats (the natural log)"
