@@ -396,6 +396,8 @@ KEPT_FP16 = [
     (0.0, 1e-8, False, "float16's smallest step from zero is 2^-24 = 6e-8, and 1e-8 is below half of it"),
     (0.0, 1e-7, True, "1e-7 is more than half of float16's smallest step from zero, 2^-24 = 6e-8"),
     (1 + 2**-10, 2**-11, True, "a tie from an odd last bit rounds to the even neighbour, 1 + 2^-9"),
+    (0.0, -(2**-26), False, "compare values, not bit patterns: +0 plus -2^-26 rounds to -0.0 in float16, which "
+     "equals +0.0, so the stored weight does not change"),
 ]
 
 
