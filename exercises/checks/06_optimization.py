@@ -165,6 +165,10 @@ def sparse_fraction_for_seeds_1_and_2(sparse_fraction):
     got = yield [run(sparse_fraction, 1), run(sparse_fraction, 2)]
     value = got[0].number("sparse_fraction(1)")
     rows = value * ROW_FRACTION  # stored rows, an integer when only the draw differs
+    assert abs(rows - 8 * 256) > 1e-6 * 8 * 256, (
+        f"sparse_fraction(1) is {value:.5f}, the bytes of 2048 stored rows, one per looked-up position: count the "
+        f"coalesced gradient, where the positions that share an id share one row (seed 1's ids touch 1991 rows)"
+    )
     redrawn = abs(rows - round(rows)) < 1e-6 * max(rows, 1.0) and 1000 <= round(rows) <= 3000 and round(rows) != 1991
     assert not redrawn, (
         f"sparse_fraction(1) is {value:.5f}, {round(rows)} stored rows where seed 1's ids touch 1991 (0.0625): the "
