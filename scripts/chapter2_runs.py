@@ -26,6 +26,9 @@ NO_FACTOR = Setting("normal", False, tied=False)  # B: A without the factor
 # the intended design's input layer (scaled normal x sqrt(d)), untied like A, and the same table without the factor
 INTENDED = [Setting("scaled_normal", True, tied=False), Setting("scaled_normal", False, tied=False)]
 PRE_LN = Setting("normal", True, tied=False, pre_norm=True)  # C: pre-LN, no saturation, the position drowned
+# C's controls: the same pre-LN model without the factor (B in pre-LN), and with the position restored (PE x sqrt(32))
+PRE_LN_CONTROLS = [Setting("normal", False, tied=False, pre_norm=True),
+                   Setting("normal", True, tied=False, pre_norm=True, pe_scale=32**0.5)]
 HOT = Setting("normal", False, tied=False, score_gain=GAIN)  # D: B with scores x 21.7
 COOL = Setting("normal", True, tied=False, qk_init=GAIN**-0.5)  # E: A with a cooled start only
 # step-matched: the query and key projections' Adam learning rate divided by the growth of the score steps
@@ -48,11 +51,11 @@ MORE = [
     Setting("normal", True, tied=False, pe_scale=32**0.5, qk_lr=PE_GAIN),
 ]
 GROUPS = {  # name: (steps, lr, settings)
-    "150 steps, lr 1e-2": (150, 1e-2, [D2L, NO_FACTOR, PRE_LN, HOT, COOL, *INTENDED]),
+    "150 steps, lr 1e-2": (150, 1e-2, [D2L, NO_FACTOR, PRE_LN, HOT, COOL, *INTENDED, *PRE_LN_CONTROLS]),
     "150 steps, lr 3e-3": (150, 3e-3, [D2L, NO_FACTOR, *INTENDED]),
     "1200 steps, lr 1e-2": (1200, 1e-2, [D2L, PRE_LN, HOT, COOL, *MATCHED]),
     "1200 steps, lr 3e-3": (1200, 3e-3, [D2L, NO_FACTOR]),
-    "1200 steps, lr 1e-2, more controls": (1200, 1e-2, MORE),
+    "1200 steps, lr 1e-2, more controls": (1200, 1e-2, MORE + PRE_LN_CONTROLS),
     "1200 steps, lr 1e-3": (1200, 1e-3, [D2L, NO_FACTOR]),
     # the two settings whose seeds spread most, on 18 more seeds
     "1200 steps, lr 1e-2, seeds 12-29": (1200, 1e-2, [PRE_LN, MATCHED[2]]),
