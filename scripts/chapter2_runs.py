@@ -27,8 +27,10 @@ NO_FACTOR = Setting("normal", False, tied=False)  # B: A without the factor
 INTENDED = [Setting("scaled_normal", True, tied=False), Setting("scaled_normal", False, tied=False)]
 PRE_LN = Setting("normal", True, tied=False, pre_norm=True)  # C: pre-LN, no saturation, the position drowned
 # C's controls: the same pre-LN model without the factor (B in pre-LN), and with the position restored (PE x sqrt(32))
-PRE_LN_CONTROLS = [Setting("normal", False, tied=False, pre_norm=True),
-                   Setting("normal", True, tied=False, pre_norm=True, pe_scale=32**0.5)]
+PRE_LN_CONTROLS = [
+    Setting("normal", False, tied=False, pre_norm=True),
+    Setting("normal", True, tied=False, pre_norm=True, pe_scale=32**0.5),
+]
 HOT = Setting("normal", False, tied=False, score_gain=GAIN)  # D: B with scores x 21.7
 COOL = Setting("normal", True, tied=False, qk_init=GAIN**-0.5)  # E: A with a cooled start only
 # step-matched: the query and key projections' Adam learning rate divided by the growth of the score steps
